@@ -1,0 +1,279 @@
+//! Reading the root catalog and every file its `include:` globs name, and
+//! merging them into one list of declarations, each remembering the file and
+//! the place it came from.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use indexmap::IndexMap;
+use serde_json::{Map, Value};
+
+use crate::catalog::model::{
+    CatalogFile, DatabaseSpec, PromptSpec, ResourceSpec, ResourceTemplateSpec, ServerSpec, ToolSpec,
+};
+use crate::catalog::source::{Positions, escape_pointer, parse_file};
+use crate::catalog::structure::check_file;
+use crate::diag::{Diagnostic, Location};
+
+/// Where a declaration was written: which file, and its JSON pointer there.
+#[derive(Debug, Clone)]
+pub struct Origin {
+    /// Index into [`Assembled::files`].
+    pub file: usize,
+    /// JSON pointer of the declaration in that file.
+    pub pointer: String,
+}
+
+impl Origin {
+    fn new(file: usize, pointer: impl Into<String>) -> Origin {
+        Origin { file, pointer: pointer.into() }
+    }
+}
+
+/// A declaration and where it came from.
+#[derive(Debug, Clone)]
+pub struct Declared<T> {
+    /// Where.
+    pub origin: Origin,
+    /// What.
+    pub spec: T,
+}
+
+/// All files of a catalog, merged.
+#[derive(Debug, Default)]
+pub struct Assembled {
+    /// Positions of every file read, root first.
+    pub files: Vec<Positions>,
+    /// The root file's `server:` block.
+    pub server: Option<Declared<ServerSpec>>,
+    /// `data:` of every file, merged key by key.
+    pub data: Map<String, Value>,
+    /// Databases by name.
+    pub databases: IndexMap<String, Declared<DatabaseSpec>>,
+    /// Tools in order (root first, then includes in glob order).
+    pub tools: Vec<Declared<ToolSpec>>,
+    /// Prompts in order.
+    pub prompts: Vec<Declared<PromptSpec>>,
+    /// Resources in order.
+    pub resources: Vec<Declared<ResourceSpec>>,
+    /// Resource templates in order.
+    pub resource_templates: Vec<Declared<ResourceTemplateSpec>>,
+    /// Folders that include globs look into.
+    pub folders: Vec<PathBuf>,
+}
+
+impl Assembled {
+    /// The location of `pointer` below `origin`.
+    pub fn locate(&self, origin: &Origin, below: &str) -> Location {
+        self.files[origin.file].locate(&format!("{}{below}", origin.pointer))
+    }
+
+    /// Like [`Assembled::locate`], pointing at a key rather than its value.
+    pub fn locate_key(&self, origin: &Origin, below: &str) -> Location {
+        self.files[origin.file].locate_key(&format!("{}{below}", origin.pointer))
+    }
+
+    /// The folder of the file `origin` is in (relative paths resolve there).
+    pub fn base_dir(&self, origin: &Origin) -> PathBuf {
+        self.files[origin.file].file.parent().map(Path::to_path_buf).unwrap_or_default()
+    }
+}
+
+/// Reads `root` and its includes. Returns `None` if the root itself could not
+/// be read; other problems are added to `diagnostics`.
+pub fn assemble(
+    root: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Option<Assembled> {
+    let mut assembled = Assembled::default();
+    let mut seen = HashSet::new();
+    let mut data_origin: IndexMap<String, Origin> = IndexMap::new();
+    let mut queue = vec![(root.to_path_buf(), None::<Location>)];
+    let mut first = true;
+    while let Some((path, included_from)) = queue.pop() {
+        let canonical = std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone());
+        if !seen.insert(canonical) {
+            continue;
+        }
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(err) => {
+                let message = format!("cannot read catalog file `{}`: {}", path.display(), io_reason(&err));
+                let diagnostic = match included_from {
+                    Some(location) => Diagnostic::error("io", location, message),
+                    None => Diagnostic::error("io", Location::file_start(&path), message),
+                };
+                diagnostics.push(diagnostic);
+                if first {
+                    return None;
+                }
+                continue;
+            }
+        };
+        let file_idx = assembled.files.len();
+        let parsed = match parse_file(&path, &text, env) {
+            Ok(parsed) => parsed,
+            Err(problems) => {
+                diagnostics.extend(problems);
+                assembled.files.push(Positions::empty(&path));
+                first = false;
+                continue;
+            }
+        };
+        assembled.files.push(parsed.positions.clone());
+        let file = match check_file(&parsed) {
+            Ok(file) => file,
+            Err(problems) => {
+                diagnostics.extend(problems);
+                first = false;
+                continue;
+            }
+        };
+        let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        let includes = merge(&mut assembled, &mut data_origin, file_idx, file, first, diagnostics);
+        // Includes are read after this file, in the order written.
+        let mut found = Vec::new();
+        for (idx, pattern) in includes.iter().enumerate() {
+            let pointer = if includes.len() == 1 && parsed.value.get("include").is_some_and(Value::is_string) {
+                "/include".to_owned()
+            } else {
+                format!("/include/{idx}")
+            };
+            let location = assembled.files[file_idx].locate(&pointer);
+            found.extend(expand_include(&base, pattern, &location, &mut assembled.folders, diagnostics));
+        }
+        for include in found.into_iter().rev() {
+            queue.push(include);
+        }
+        first = false;
+    }
+    Some(assembled)
+}
+
+fn io_reason(err: &std::io::Error) -> String {
+    match err.kind() {
+        std::io::ErrorKind::NotFound => "no such file".to_owned(),
+        std::io::ErrorKind::PermissionDenied => "permission denied".to_owned(),
+        _ => err.to_string(),
+    }
+}
+
+fn expand_include(
+    base: &Path,
+    pattern: &str,
+    location: &Location,
+    folders: &mut Vec<PathBuf>,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Vec<(PathBuf, Option<Location>)> {
+    let full = if Path::new(pattern).is_absolute() { PathBuf::from(pattern) } else { base.join(pattern) };
+    let is_glob = pattern.contains(['*', '?', '[']);
+    // Watch the deepest folder without glob characters: new matches appear there.
+    let folder: PathBuf = full
+        .ancestors()
+        .find(|a| !a.to_string_lossy().contains(['*', '?', '[']) && a != &full)
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| base.to_path_buf());
+    if !folders.contains(&folder) {
+        folders.push(folder);
+    }
+    if !is_glob {
+        return vec![(full, Some(location.clone()))];
+    }
+    let paths = match glob::glob(&full.to_string_lossy()) {
+        Ok(paths) => paths,
+        Err(err) => {
+            diagnostics.push(
+                Diagnostic::error(
+                    "include",
+                    location.clone(),
+                    format!("invalid include pattern `{pattern}`: {}", err.msg),
+                )
+                .with_hint("use `*` for any name and `**` for any folder depth, e.g. `tools/*.yaml`"),
+            );
+            return Vec::new();
+        }
+    };
+    let matched: Vec<_> =
+        paths.filter_map(Result::ok).filter(|p| p.is_file()).map(|p| (p, Some(location.clone()))).collect();
+    if matched.is_empty() {
+        diagnostics.push(
+            Diagnostic::warning("include", location.clone(), format!("include pattern `{pattern}` matches no files"))
+                .with_hint(format!("it is resolved relative to `{}`", base.display())),
+        );
+    }
+    matched
+}
+
+/// Adds one file's declarations; returns its include patterns.
+fn merge(
+    assembled: &mut Assembled,
+    data_origin: &mut IndexMap<String, Origin>,
+    file_idx: usize,
+    file: CatalogFile,
+    is_root: bool,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Vec<String> {
+    if let Some(server) = file.server {
+        let origin = Origin::new(file_idx, "/server");
+        if is_root {
+            assembled.server = Some(Declared { origin, spec: server });
+        } else {
+            diagnostics.push(
+                Diagnostic::error(
+                    "server-in-include",
+                    assembled.locate_key(&origin, ""),
+                    "`server:` belongs in the root catalog, not in an included file",
+                )
+                .with_hint("move this block to the catalog file you pass to `carte serve`"),
+            );
+        }
+    }
+    for (key, value) in file.data.unwrap_or_default() {
+        let origin = Origin::new(file_idx, format!("/data/{}", escape_pointer(&key)));
+        if let Some(previous) = data_origin.get(&key) {
+            diagnostics.push(
+                Diagnostic::error(
+                    "duplicate-data",
+                    assembled.locate_key(&origin, ""),
+                    format!("`data.{key}` is defined twice"),
+                )
+                .with_note("first defined here", assembled.locate_key(previous, ""))
+                .with_hint("each top-level key of `data:` may be defined in one file only"),
+            );
+            continue;
+        }
+        data_origin.insert(key.clone(), origin);
+        assembled.data.insert(key, value);
+    }
+    for (name, spec) in file.databases.unwrap_or_default() {
+        let origin = Origin::new(file_idx, format!("/databases/{}", escape_pointer(&name)));
+        if let Some(previous) = assembled.databases.get(&name) {
+            diagnostics.push(
+                Diagnostic::error(
+                    "duplicate-database",
+                    assembled.locate_key(&origin, ""),
+                    format!("database `{name}` is defined twice"),
+                )
+                .with_note("first defined here", assembled.locate_key(&previous.origin, "")),
+            );
+            continue;
+        }
+        assembled.databases.insert(name, Declared { origin, spec });
+    }
+    for (idx, spec) in file.tools.unwrap_or_default().into_iter().enumerate() {
+        assembled.tools.push(Declared { origin: Origin::new(file_idx, format!("/tools/{idx}")), spec });
+    }
+    for (idx, spec) in file.prompts.unwrap_or_default().into_iter().enumerate() {
+        assembled.prompts.push(Declared { origin: Origin::new(file_idx, format!("/prompts/{idx}")), spec });
+    }
+    for (idx, spec) in file.resources.unwrap_or_default().into_iter().enumerate() {
+        assembled.resources.push(Declared { origin: Origin::new(file_idx, format!("/resources/{idx}")), spec });
+    }
+    for (idx, spec) in file.resource_templates.unwrap_or_default().into_iter().enumerate() {
+        assembled
+            .resource_templates
+            .push(Declared { origin: Origin::new(file_idx, format!("/resourceTemplates/{idx}")), spec });
+    }
+    file.include.map(|i| i.patterns().into_iter().map(str::to_owned).collect()).unwrap_or_default()
+}

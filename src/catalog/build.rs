@@ -1,0 +1,1129 @@
+//! Semantic checks, and building the runtime [`Catalog`] from the merged
+//! declarations: names and duplicates, JSON Schemas, templates (syntax and
+//! variables), resources and URI templates, databases and SQL statements.
+//! Every check reports into one list so that a person sees all problems of a
+//! catalog in one run.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use base64::Engine as _;
+use indexmap::IndexMap;
+use serde_json::{Map, Value, json};
+
+use super::assemble::{Assembled, Declared, Origin};
+use super::model::{ContentSpec, MediaSpec, PromptSpec, ResourceSpec, ResourceTemplateSpec, RunSpec, ToolSpec};
+use super::{
+    Block, Body, Catalog, Effect, MediaKind, Prompt, PromptArgument, Resource, ResourceTemplate, ResultSpec,
+    ServerInfo, Tool,
+};
+use crate::diag::{Diagnostic, Location, did_you_mean};
+use crate::render;
+use crate::run::sql::{Database, parse_url};
+use crate::uri_template::UriTemplate;
+
+/// Longest tool or prompt name MCP allows.
+const MAX_NAME: usize = 128;
+/// Names longer than this get cut by some clients.
+const LONG_NAME: usize = 64;
+/// Largest file carte reads into a catalog (resources, media, templates).
+const MAX_FILE_BYTES: u64 = 64 * 1024 * 1024;
+
+struct Builder<'a> {
+    assembled: &'a Assembled,
+    diagnostics: &'a mut Vec<Diagnostic>,
+    env: minijinja::Environment<'static>,
+    globals: HashSet<String>,
+    templates_dir: Option<PathBuf>,
+    /// Template files, with the first catalog place that uses each.
+    template_files: HashMap<String, Option<Location>>,
+    files: Vec<PathBuf>,
+    databases: IndexMap<String, Arc<Database>>,
+}
+
+/// Builds the catalog, or returns `None` after reporting why it cannot be.
+pub fn build(assembled: Assembled, diagnostics: &mut Vec<Diagnostic>) -> Option<Catalog> {
+    let env = render::environment();
+    let globals = render::global_names(&env);
+    let mut builder = Builder {
+        assembled: &assembled,
+        diagnostics,
+        env,
+        globals,
+        templates_dir: None,
+        template_files: HashMap::new(),
+        files: assembled.files.iter().map(|p| p.file.clone()).collect(),
+        databases: IndexMap::new(),
+    };
+    let server = builder.server_info();
+    builder.load_template_files();
+    builder.open_databases();
+    let tools: Vec<Tool> = assembled.tools.iter().filter_map(|decl| builder.tool(decl)).collect();
+    let prompts: Vec<Prompt> = assembled.prompts.iter().filter_map(|decl| builder.prompt(decl)).collect();
+    let resources: Vec<Resource> = assembled.resources.iter().filter_map(|decl| builder.resource(decl)).collect();
+    let resource_templates: Vec<ResourceTemplate> =
+        assembled.resource_templates.iter().filter_map(|decl| builder.resource_template(decl)).collect();
+    builder.check_duplicates();
+    builder.check_prompt_resources(&resources, &resource_templates);
+    let data = crate::render::to_value(&assembled.data);
+    let mut folders = assembled.folders.clone();
+    if let Some(dir) = &builder.templates_dir {
+        folders.push(dir.clone());
+    }
+    let Builder { env, files, databases, .. } = builder;
+    let tool_index = tools.iter().enumerate().map(|(idx, t)| (t.name.clone(), idx)).collect();
+    let prompt_index = prompts.iter().enumerate().map(|(idx, p)| (p.name.clone(), idx)).collect();
+    let resource_index = resources.iter().enumerate().map(|(idx, r)| (r.uri.clone(), idx)).collect();
+    Some(Catalog {
+        server,
+        tools,
+        prompts,
+        resources,
+        resource_templates,
+        env,
+        data,
+        databases,
+        files,
+        folders,
+        tool_index,
+        prompt_index,
+        resource_index,
+    })
+}
+
+/// What a template may refer to, and which of those it did use.
+struct Scope {
+    allowed: Vec<String>,
+    used: HashSet<String>,
+}
+
+impl Scope {
+    fn new(names: impl IntoIterator<Item = String>) -> Scope {
+        Scope { allowed: names.into_iter().collect(), used: HashSet::new() }
+    }
+}
+
+impl Builder<'_> {
+    fn error(&mut self, code: &'static str, location: Location, message: impl Into<String>) -> &mut Diagnostic {
+        let idx = self.diagnostics.len();
+        self.diagnostics.push(Diagnostic::error(code, location, message));
+        &mut self.diagnostics[idx]
+    }
+
+    fn warn(&mut self, code: &'static str, location: Location, message: impl Into<String>) -> &mut Diagnostic {
+        let idx = self.diagnostics.len();
+        self.diagnostics.push(Diagnostic::warning(code, location, message));
+        &mut self.diagnostics[idx]
+    }
+
+    fn server_info(&mut self) -> ServerInfo {
+        let root = &self.assembled.files[0].file;
+        match &self.assembled.server {
+            Some(Declared { spec, .. }) => ServerInfo {
+                name: spec.name.clone(),
+                version: spec.version.clone().unwrap_or_else(|| "0.0.0".to_owned()),
+                title: spec.title.clone(),
+                description: spec.description.clone(),
+                website_url: spec.website_url.clone(),
+                instructions: spec.instructions.clone(),
+            },
+            None => ServerInfo {
+                name: root.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "carte".to_owned()),
+                version: "0.0.0".to_owned(),
+                title: None,
+                description: None,
+                website_url: None,
+                instructions: None,
+            },
+        }
+    }
+
+    /// Reads every file of the templates folder into the environment.
+    fn load_template_files(&mut self) {
+        let root_dir = self.assembled.files[0].file.parent().map(Path::to_path_buf).unwrap_or_default();
+        let (dir, explicit) =
+            match self.assembled.server.as_ref().and_then(|s| s.spec.templates.as_ref().map(|t| (s, t))) {
+                Some((server, templates)) => {
+                    (self.assembled.base_dir(&server.origin).join(templates), Some(server.origin.clone()))
+                }
+                None => (root_dir.join("templates"), None),
+            };
+        if !dir.is_dir() {
+            if let Some(origin) = explicit {
+                let location = self.assembled.locate(&origin, "/templates");
+                self.error(
+                    "templates-folder",
+                    location,
+                    format!("templates folder `{}` does not exist", dir.display()),
+                )
+                .hint = Some("the path is relative to the catalog file; create the folder or fix the path".to_owned());
+            }
+            return;
+        }
+        self.templates_dir = Some(dir.clone());
+        let mut stack = vec![dir.clone()];
+        let mut found = Vec::new();
+        while let Some(folder) = stack.pop() {
+            let Ok(entries) = std::fs::read_dir(&folder) else { continue };
+            for entry in entries.flatten() {
+                let path = entry.path();
+                let hidden = entry.file_name().to_string_lossy().starts_with('.');
+                if hidden {
+                    continue;
+                }
+                if path.is_dir() {
+                    stack.push(path);
+                } else if path.is_file() {
+                    found.push(path);
+                }
+            }
+        }
+        found.sort();
+        for path in found {
+            let name = path
+                .strip_prefix(&dir)
+                .unwrap_or(&path)
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                .collect::<Vec<_>>()
+                .join("/");
+            let text = match read_limited(&path) {
+                Ok(bytes) => match String::from_utf8(bytes) {
+                    Ok(text) => text,
+                    Err(_) => continue, // binary files (images beside templates) are not templates
+                },
+                Err(err) => {
+                    self.error("template-file", Location::file_start(&path), format!("cannot read template: {err}"));
+                    continue;
+                }
+            };
+            self.files.push(path.clone());
+            if let Err(err) = self.env.add_template_owned(name.clone(), text) {
+                let line = err.line().unwrap_or(1);
+                let column = column_of(&err, &path).unwrap_or(1);
+                self.diagnostics.push(Diagnostic::error(
+                    "template-syntax",
+                    Location { file: path.clone(), line, column, width: 1 },
+                    format!(
+                        "template `{name}`: {}",
+                        render::describe(&err).split(" (in template").next().unwrap_or_default()
+                    ),
+                ));
+            }
+            self.template_files.insert(name, None);
+        }
+    }
+
+    fn open_databases(&mut self) {
+        for (name, decl) in &self.assembled.databases {
+            let base = self.assembled.base_dir(&decl.origin);
+            let path = match parse_url(&decl.spec.url, &base) {
+                Ok(path) => path,
+                Err(message) => {
+                    let location = self.assembled.locate(&decl.origin, "/url");
+                    self.error("database-url", location, format!("database `{name}`: {message}"));
+                    continue;
+                }
+            };
+            let database = match Database::open(path.as_deref()) {
+                Ok(database) => database,
+                Err(message) => {
+                    let location = self.assembled.locate(&decl.origin, "/url");
+                    self.error("database-open", location, format!("cannot open database `{name}`: {message}"));
+                    continue;
+                }
+            };
+            let statements = decl.spec.setup.as_ref().map(|s| s.list()).unwrap_or_default();
+            let many = matches!(decl.spec.setup, Some(super::model::Statements::Many(_)));
+            let mut ok = true;
+            for (idx, statement) in statements.iter().enumerate() {
+                if let Err(message) = database.run_setup(statement) {
+                    let pointer = if many { format!("/setup/{idx}") } else { "/setup".to_owned() };
+                    let location = self.assembled.locate(&decl.origin, &pointer);
+                    self.error("database-setup", location, format!("setup of database `{name}` failed: {message}"))
+                        .hint = Some("setup statements run at every start and reload, so they must be idempotent (CREATE TABLE IF NOT EXISTS …)".to_owned());
+                    ok = false;
+                    break;
+                }
+            }
+            if ok {
+                self.databases.insert(name.clone(), Arc::new(database));
+            }
+        }
+    }
+
+    /// Checks a tool or prompt name against MCP's rule.
+    fn check_name(&mut self, kind: &str, name: &str, origin: &Origin) {
+        let location = self.assembled.locate(origin, "/name");
+        let bad: Vec<char> =
+            name.chars().filter(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))).collect();
+        if name.is_empty() {
+            self.error("name", location, format!("{kind} name is empty"));
+        } else if !bad.is_empty() {
+            let suggestion: String = name
+                .chars()
+                .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-') { c } else { '_' })
+                .collect();
+            self.error("name", location, format!("{kind} name `{name}` contains {}", describe_chars(&bad))).hint =
+                Some(format!("MCP names use only letters, digits, `_`, `.` and `-`; try `{suggestion}`"));
+        } else if name.len() > MAX_NAME {
+            self.error(
+                "name",
+                location,
+                format!("{kind} name is {} characters long; MCP allows at most {MAX_NAME}", name.len()),
+            );
+        } else if name.len() > LONG_NAME {
+            self.warn("long-name", location, format!("{kind} name is {} characters long", name.len())).hint =
+                Some(format!("some clients cut names at {LONG_NAME} characters"));
+        }
+    }
+
+    fn check_description(&mut self, kind: &str, description: Option<&String>, origin: &Origin) {
+        if description.is_none_or(|d| d.trim().is_empty()) {
+            let location = self.assembled.locate(origin, "/description");
+            self.warn("empty-description", location, format!("{kind} has no description")).hint = Some(
+                "models choose tools and prompts by their description; say what it does and when to use it".to_owned(),
+            );
+        }
+    }
+
+    /// Validates a JSON Schema and compiles it.
+    fn schema(&mut self, schema: &Map<String, Value>, origin: &Origin, key: &str) -> Option<jsonschema::Validator> {
+        let location = self.assembled.locate(origin, &format!("/{key}"));
+        let value = Value::Object(schema.clone());
+        let mut ok = true;
+        if schema.get("type").and_then(Value::as_str) != Some("object") {
+            self.error("schema-type", location.clone(), format!("`{key}` must have `type: object` at the top")).hint =
+                Some("MCP passes arguments as an object: `type: object` with `properties:`".to_owned());
+            ok = false;
+        }
+        if let Err(err) = jsonschema::meta::validate(&value) {
+            let path = err.instance_path().as_str().to_owned();
+            let location = self.assembled.locate(origin, &format!("/{key}{path}"));
+            self.error("schema-invalid", location, format!("`{key}` is not a valid JSON Schema: {err}")).hint =
+                Some("see https://json-schema.org/understanding-json-schema/ for the keywords (2020-12)".to_owned());
+            return None;
+        }
+        match jsonschema::validator_for(&value) {
+            Ok(validator) if ok => Some(validator),
+            Ok(_) => None,
+            Err(err) => {
+                self.error("schema-invalid", location, format!("`{key}` cannot be compiled: {err}"));
+                None
+            }
+        }
+    }
+
+    /// Registers an inline template and checks it. Returns its name.
+    fn inline(
+        &mut self,
+        name: String,
+        source: &str,
+        origin: &Origin,
+        below: &str,
+        scope: &mut Scope,
+    ) -> Option<String> {
+        let location = self.assembled.locate(origin, below);
+        if let Err(err) = self.env.add_template_owned(name.clone(), source.to_owned()) {
+            let mut message = render::describe(&err);
+            if let Some(idx) = message.find(" (in template") {
+                message.truncate(idx);
+            }
+            let where_ = match err.line() {
+                Some(line) if source.lines().count() > 1 => format!(" (line {line} of the template)"),
+                _ => String::new(),
+            };
+            self.error("template-syntax", location, format!("{message}{where_}"));
+            return None;
+        }
+        self.check_variables(&name, &location, scope);
+        Some(name)
+    }
+
+    /// Checks a `template:` file reference. Returns its name.
+    fn file_template(&mut self, name: &str, origin: &Origin, below: &str, scope: &mut Scope) -> Option<String> {
+        let location = self.assembled.locate(origin, below);
+        if !self.template_files.contains_key(name) {
+            let known: Vec<String> = self.template_files.keys().cloned().collect();
+            let dir = self
+                .templates_dir
+                .as_ref()
+                .map(|d| d.display().to_string())
+                .unwrap_or_else(|| "templates/ (missing)".to_owned());
+            let hint = match did_you_mean(name, known.iter().map(String::as_str)) {
+                Some(close) => format!("did you mean `{close}`?"),
+                None => format!("template files are looked up in `{dir}`"),
+            };
+            self.error("unknown-template", location, format!("template file `{name}` not found")).hint = Some(hint);
+            return None;
+        }
+        if self.env.get_template(name).is_err() {
+            // A syntax error in the file, reported where the file is.
+            return None;
+        }
+        self.template_files.entry(name.to_owned()).and_modify(|first| {
+            if first.is_none() {
+                *first = Some(location.clone());
+            }
+        });
+        self.check_variables(name, &location, scope);
+        Some(name.to_owned())
+    }
+
+    fn check_variables(&mut self, name: &str, location: &Location, scope: &mut Scope) {
+        let Ok(template) = self.env.get_template(name) else { return };
+        let mut unknown: Vec<String> =
+            template.undeclared_variables(false).into_iter().filter(|v| !self.globals.contains(v)).collect();
+        unknown.sort();
+        for variable in unknown {
+            if scope.allowed.contains(&variable) {
+                scope.used.insert(variable);
+                continue;
+            }
+            let hint = match did_you_mean(&variable, scope.allowed.iter().map(String::as_str)) {
+                Some(close) => format!("did you mean `{close}`?"),
+                None => format!("this template can use: {}", scope.allowed.join(", ")),
+            };
+            self.error(
+                "unknown-variable",
+                location.clone(),
+                format!("template uses `{variable}`, which is not defined here"),
+            )
+            .hint = Some(hint);
+        }
+    }
+
+    /// Registers the text/template of a content block; returns the block.
+    fn block(
+        &mut self,
+        spec: &ContentSpec,
+        owner: &str,
+        origin: &Origin,
+        below: &str,
+        scope: &mut Scope,
+    ) -> Option<Block> {
+        let kinds: Vec<&str> = [
+            ("text", spec.text.is_some()),
+            ("template", spec.template.is_some()),
+            ("image", spec.image.is_some()),
+            ("audio", spec.audio.is_some()),
+            ("resource", spec.resource.is_some()),
+            ("resource_link", spec.resource_link.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(k, present)| present.then_some(k))
+        .collect();
+        if kinds.len() != 1 {
+            let location = self.assembled.locate(origin, below);
+            let message = if kinds.is_empty() {
+                "this block has no content".to_owned()
+            } else {
+                format!(
+                    "this block has {} at once",
+                    kinds.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(" and ")
+                )
+            };
+            self.error("content-block", location, message).hint =
+                Some("give each block exactly one of text, template, image, audio, resource, resource_link".to_owned());
+            return None;
+        }
+        if let Some(text) = &spec.text {
+            return self
+                .inline(format!("{owner}{below}/text"), text, origin, &format!("{below}/text"), scope)
+                .map(Block::Text);
+        }
+        if let Some(template) = &spec.template {
+            return self.file_template(template, origin, &format!("{below}/template"), scope).map(Block::Text);
+        }
+        if let Some(media) = &spec.image {
+            return self.media(MediaKind::Image, media, origin, &format!("{below}/image"));
+        }
+        if let Some(media) = &spec.audio {
+            return self.media(MediaKind::Audio, media, origin, &format!("{below}/audio"));
+        }
+        if let Some(uri) = &spec.resource {
+            return self
+                .inline(format!("{owner}{below}/resource"), uri, origin, &format!("{below}/resource"), scope)
+                .map(Block::Resource);
+        }
+        let link = spec.resource_link.as_ref()?;
+        let uri = self.inline(
+            format!("{owner}{below}/resource_link"),
+            &link.uri,
+            origin,
+            &format!("{below}/resource_link/uri"),
+            scope,
+        )?;
+        Some(Block::ResourceLink {
+            uri,
+            name: link.name.clone(),
+            title: link.title.clone(),
+            description: link.description.clone(),
+            mime_type: link.mime_type.clone(),
+        })
+    }
+
+    fn media(&mut self, kind: MediaKind, spec: &MediaSpec, origin: &Origin, below: &str) -> Option<Block> {
+        let location = self.assembled.locate(origin, below);
+        match (&spec.file, &spec.data) {
+            (Some(file), None) => {
+                let path = self.assembled.base_dir(origin).join(file);
+                let bytes = match read_limited(&path) {
+                    Ok(bytes) => bytes,
+                    Err(err) => {
+                        let location = self.assembled.locate(origin, &format!("{below}/file"));
+                        self.error("media-file", location, format!("cannot read `{}`: {err}", path.display())).hint =
+                            Some("paths are relative to the catalog file that names them".to_owned());
+                        return None;
+                    }
+                };
+                self.files.push(path.clone());
+                let Some(mime_type) = spec.mime_type.clone().or_else(|| guess_mime(&path).map(str::to_owned)) else {
+                    self.error("mime-type", location, format!("cannot tell the MIME type of `{file}`")).hint =
+                        Some("add `mimeType:`, e.g. `mimeType: image/png`".to_owned());
+                    return None;
+                };
+                let data = base64::engine::general_purpose::STANDARD.encode(bytes);
+                Some(Block::Media { kind, data: data.into(), mime_type })
+            }
+            (None, Some(data)) => {
+                let compact: String = data.split_whitespace().collect();
+                if base64::engine::general_purpose::STANDARD.decode(&compact).is_err() {
+                    let location = self.assembled.locate(origin, &format!("{below}/data"));
+                    self.error("media-data", location, "`data` is not valid base64");
+                    return None;
+                }
+                let Some(mime_type) = spec.mime_type.clone() else {
+                    self.error("mime-type", location, "base64 `data` needs a `mimeType`");
+                    return None;
+                };
+                Some(Block::Media { kind, data: compact.into(), mime_type })
+            }
+            _ => {
+                self.error("media", location, "give exactly one of `file` or `data`");
+                None
+            }
+        }
+    }
+
+    fn tool(&mut self, decl: &Declared<ToolSpec>) -> Option<Tool> {
+        let spec = &decl.spec;
+        let origin = &decl.origin;
+        self.check_name("tool", &spec.name, origin);
+        self.check_description("tool", spec.description.as_ref(), origin);
+        let input_schema = spec.input_schema.clone().unwrap_or_else(|| {
+            let mut empty = Map::new();
+            empty.insert("type".to_owned(), json!("object"));
+            empty.insert("properties".to_owned(), json!({}));
+            empty
+        });
+        let input = self.schema(&input_schema, origin, "inputSchema");
+        let output = spec.output_schema.as_ref().map(|schema| self.schema(schema, origin, "outputSchema"));
+        let properties: Vec<String> = input_schema
+            .get("properties")
+            .and_then(Value::as_object)
+            .map(|p| p.keys().cloned().collect())
+            .unwrap_or_default();
+        let run = &spec.run;
+        let effect = self.effect(run, &properties, origin);
+        let mut names = properties.clone();
+        names.extend(["data".to_owned(), "arguments".to_owned()]);
+        if run.sql.is_some() {
+            names.push("rows".to_owned());
+        }
+        let mut scope = Scope::new(names);
+        let owner = format!("tool {}:", spec.name);
+        let result = self.result(run, &owner, origin, &mut scope);
+        if let Some(Effect::Sql { statement, database }) = &effect
+            && let Ok(params) = database.check(statement)
+        {
+            scope.used.extend(params);
+        }
+        if !scope.used.contains("arguments") {
+            for property in &properties {
+                if !scope.used.contains(property) {
+                    let location = self.assembled.locate_key(origin, &format!("/inputSchema/properties/{property}"));
+                    self.warn(
+                        "unused-argument",
+                        location,
+                        format!("argument `{property}` is never used by tool `{}`", spec.name),
+                    )
+                    .hint = Some("use it in the result template or the SQL statement, or remove it".to_owned());
+                }
+            }
+        }
+        let structured = run.json == Some(true) || spec.output_schema.is_some();
+        let mut wire = Map::new();
+        wire.insert("name".to_owned(), json!(spec.name));
+        if let Some(title) = &spec.title {
+            wire.insert("title".to_owned(), json!(title));
+        }
+        if let Some(description) = &spec.description {
+            wire.insert("description".to_owned(), json!(description));
+        }
+        wire.insert("inputSchema".to_owned(), Value::Object(input_schema));
+        if let Some(schema) = &spec.output_schema {
+            wire.insert("outputSchema".to_owned(), Value::Object(schema.clone()));
+        }
+        if let Some(annotations) = &spec.annotations {
+            let mut map = Map::new();
+            let pairs = [
+                ("title", annotations.title.as_ref().map(|t| json!(t))),
+                ("readOnlyHint", annotations.read_only_hint.map(Value::Bool)),
+                ("destructiveHint", annotations.destructive_hint.map(Value::Bool)),
+                ("idempotentHint", annotations.idempotent_hint.map(Value::Bool)),
+                ("openWorldHint", annotations.open_world_hint.map(Value::Bool)),
+            ];
+            for (key, value) in pairs {
+                if let Some(value) = value {
+                    map.insert(key.to_owned(), value);
+                }
+            }
+            wire.insert("annotations".to_owned(), Value::Object(map));
+        }
+        let input = input?;
+        let output = match output {
+            Some(compiled) => Some(compiled?),
+            None => None,
+        };
+        let result = result?;
+        if run.sql.is_some() && effect.is_none() {
+            return None;
+        }
+        Some(Tool { name: spec.name.clone(), wire, input, output, structured, effect, result })
+    }
+
+    fn effect(&mut self, run: &RunSpec, properties: &[String], origin: &Origin) -> Option<Effect> {
+        let sql = run.sql.as_ref()?;
+        let location = self.assembled.locate(origin, "/run/sql/database");
+        let Some(database) = self.databases.get(&sql.database).cloned() else {
+            if self.assembled.databases.contains_key(&sql.database) {
+                return None; // it failed to open; that error is reported already
+            }
+            let known: Vec<&str> = self.assembled.databases.keys().map(String::as_str).collect();
+            let hint = match did_you_mean(&sql.database, known.iter().copied()) {
+                Some(close) => format!("did you mean `{close}`?"),
+                None if known.is_empty() => "declare it under `databases:` with a `url:`".to_owned(),
+                None => format!("declared databases: {}", known.join(", ")),
+            };
+            self.error("unknown-database", location, format!("database `{}` is not declared", sql.database)).hint =
+                Some(hint);
+            return None;
+        };
+        let location = self.assembled.locate(origin, "/run/sql/statement");
+        match database.check(&sql.statement) {
+            Ok(params) => {
+                let mut ok = true;
+                for param in params {
+                    if !properties.contains(&param) {
+                        let hint = match did_you_mean(&param, properties.iter().map(String::as_str)) {
+                            Some(close) => format!("did you mean `:{close}`?"),
+                            None => format!("add `{param}` to `inputSchema.properties`"),
+                        };
+                        self.error(
+                            "sql-parameter",
+                            location.clone(),
+                            format!("statement uses `:{param}`, which is not an argument of this tool"),
+                        )
+                        .hint = Some(hint);
+                        ok = false;
+                    }
+                }
+                ok.then(|| Effect::Sql { database, statement: sql.statement.clone() })
+            }
+            Err(message) => {
+                self.error(
+                    "sql",
+                    location,
+                    format!("statement does not prepare against database `{}`: {message}", sql.database),
+                )
+                .hint = Some(
+                    "it is checked against the database after `setup` ran; check table and column names".to_owned(),
+                );
+                None
+            }
+        }
+    }
+
+    fn result(&mut self, run: &RunSpec, owner: &str, origin: &Origin, scope: &mut Scope) -> Option<ResultSpec> {
+        let renderers: Vec<&str> =
+            [("text", run.text.is_some()), ("template", run.template.is_some()), ("content", run.content.is_some())]
+                .into_iter()
+                .filter_map(|(k, present)| present.then_some(k))
+                .collect();
+        if renderers.len() > 1 {
+            let location = self.assembled.locate(origin, "/run");
+            self.error("run", location, format!("`run` has both `{}` and `{}`", renderers[0], renderers[1])).hint =
+                Some("a tool renders its result with one of `text`, `template` or `content`".to_owned());
+            return None;
+        }
+        if let Some(text) = &run.text {
+            return self.inline(format!("{owner}/run/text"), text, origin, "/run/text", scope).map(ResultSpec::Text);
+        }
+        if let Some(template) = &run.template {
+            return self.file_template(template, origin, "/run/template", scope).map(ResultSpec::Text);
+        }
+        if let Some(blocks) = &run.content {
+            let mut built = Vec::new();
+            let mut ok = true;
+            for (idx, block) in blocks.iter().enumerate() {
+                match self.block(block, owner, origin, &format!("/run/content/{idx}"), scope) {
+                    Some(block) => built.push(block),
+                    None => ok = false,
+                }
+            }
+            if blocks.is_empty() {
+                let location = self.assembled.locate(origin, "/run/content");
+                self.error("run", location, "`content` is empty").hint =
+                    Some("list at least one block, e.g. `- text: …`".to_owned());
+                return None;
+            }
+            return ok.then_some(ResultSpec::Content(built));
+        }
+        if run.sql.is_some() {
+            return Some(ResultSpec::EffectJson);
+        }
+        let location = self.assembled.locate_key(origin, "/run");
+        self.error("run", location, "`run` does nothing").hint = Some(
+            "give it `text:`, `template:` or `content:` to render a result, or an effect such as `sql:`".to_owned(),
+        );
+        None
+    }
+
+    fn prompt(&mut self, decl: &Declared<PromptSpec>) -> Option<Prompt> {
+        let spec = &decl.spec;
+        let origin = &decl.origin;
+        self.check_name("prompt", &spec.name, origin);
+        self.check_description("prompt", spec.description.as_ref(), origin);
+        let mut arguments = Vec::new();
+        let mut seen: HashMap<&str, usize> = HashMap::new();
+        for (idx, argument) in spec.arguments.iter().flatten().enumerate() {
+            if let Some(first) = seen.insert(argument.name.as_str(), idx) {
+                let location = self.assembled.locate(origin, &format!("/arguments/{idx}/name"));
+                let first_location = self.assembled.locate(origin, &format!("/arguments/{first}/name"));
+                self.error("duplicate-argument", location, format!("argument `{}` is declared twice", argument.name))
+                    .notes
+                    .push(crate::diag::Note { message: "first declared here".to_owned(), location: first_location });
+            }
+            arguments.push(PromptArgument {
+                name: argument.name.clone(),
+                required: argument.required.unwrap_or(false),
+                complete: argument.complete.clone().unwrap_or_default(),
+            });
+        }
+        let mut names: Vec<String> = arguments.iter().map(|a| a.name.clone()).collect();
+        names.extend(["data".to_owned(), "arguments".to_owned()]);
+        let mut scope = Scope::new(names);
+        let owner = format!("prompt {}:", spec.name);
+        let mut messages = Vec::new();
+        let mut ok = true;
+        if spec.messages.is_empty() {
+            let location = self.assembled.locate(origin, "/messages");
+            self.error("prompt-messages", location, "prompt has no messages").hint =
+                Some("add at least one, e.g. `- { role: user, text: \"…\" }`".to_owned());
+            ok = false;
+        }
+        for (idx, message) in spec.messages.iter().enumerate() {
+            match self.block(&message.block(), &owner, origin, &format!("/messages/{idx}"), &mut scope) {
+                Some(block) => messages.push((message.role, block)),
+                None => ok = false,
+            }
+        }
+        if !scope.used.contains("arguments") {
+            for (idx, argument) in arguments.iter().enumerate() {
+                if !scope.used.contains(&argument.name) {
+                    let location = self.assembled.locate(origin, &format!("/arguments/{idx}/name"));
+                    self.warn(
+                        "unused-argument",
+                        location,
+                        format!("argument `{}` is never used by prompt `{}`", argument.name, spec.name),
+                    )
+                    .hint = Some("use it in a message template, or remove it".to_owned());
+                }
+            }
+        }
+        let mut wire = Map::new();
+        wire.insert("name".to_owned(), json!(spec.name));
+        if let Some(title) = &spec.title {
+            wire.insert("title".to_owned(), json!(title));
+        }
+        if let Some(description) = &spec.description {
+            wire.insert("description".to_owned(), json!(description));
+        }
+        if let Some(declared) = &spec.arguments {
+            let list: Vec<Value> = declared
+                .iter()
+                .map(|a| {
+                    let mut map = Map::new();
+                    map.insert("name".to_owned(), json!(a.name));
+                    if let Some(title) = &a.title {
+                        map.insert("title".to_owned(), json!(title));
+                    }
+                    if let Some(description) = &a.description {
+                        map.insert("description".to_owned(), json!(description));
+                    }
+                    map.insert("required".to_owned(), json!(a.required.unwrap_or(false)));
+                    Value::Object(map)
+                })
+                .collect();
+            wire.insert("arguments".to_owned(), Value::Array(list));
+        }
+        ok.then(|| Prompt { name: spec.name.clone(), wire, arguments, messages })
+    }
+
+    fn resource(&mut self, decl: &Declared<ResourceSpec>) -> Option<Resource> {
+        let spec = &decl.spec;
+        let origin = &decl.origin;
+        if let Err(reason) = check_uri(&spec.uri) {
+            let location = self.assembled.locate(origin, "/uri");
+            self.error("resource-uri", location, format!("`{}` is not a valid URI: {reason}", spec.uri)).hint =
+                Some("a URI starts with a scheme, e.g. `myapp://policy` or `file:///path`".to_owned());
+        }
+        let sources: Vec<&str> =
+            [("text", spec.text.is_some()), ("template", spec.template.is_some()), ("file", spec.file.is_some())]
+                .into_iter()
+                .filter_map(|(k, present)| present.then_some(k))
+                .collect();
+        if sources.len() != 1 {
+            let location = self.assembled.locate_key(origin, "");
+            let message = if sources.is_empty() {
+                format!("resource `{}` has no body", spec.uri)
+            } else {
+                format!("resource `{}` has both `{}` and `{}`", spec.uri, sources[0], sources[1])
+            };
+            self.error("resource-body", location, message).hint =
+                Some("give exactly one of `text`, `template` or `file`".to_owned());
+            return None;
+        }
+        let mut scope = Scope::new(["data".to_owned(), "uri".to_owned()]);
+        let owner = format!("resource {}:", spec.uri);
+        let mut mime_type = spec.mime_type.clone();
+        let body = if let Some(text) = &spec.text {
+            Body::Template(self.inline(format!("{owner}/text"), text, origin, "/text", &mut scope)?)
+        } else if let Some(template) = &spec.template {
+            Body::Template(self.file_template(template, origin, "/template", &mut scope)?)
+        } else {
+            let file = spec.file.as_ref()?;
+            let path = self.assembled.base_dir(origin).join(file);
+            let bytes = match read_limited(&path) {
+                Ok(bytes) => bytes,
+                Err(err) => {
+                    let location = self.assembled.locate(origin, "/file");
+                    self.error("resource-file", location, format!("cannot read `{}`: {err}", path.display())).hint =
+                        Some("paths are relative to the catalog file that names them".to_owned());
+                    return None;
+                }
+            };
+            self.files.push(path.clone());
+            if mime_type.is_none() {
+                mime_type = guess_mime(&path).map(str::to_owned);
+            }
+            let text = match &mime_type {
+                Some(mime) => is_text_mime(mime),
+                None => std::str::from_utf8(&bytes).is_ok(),
+            };
+            if text && std::str::from_utf8(&bytes).is_err() {
+                let location = self.assembled.locate(origin, "/file");
+                self.error(
+                    "resource-file",
+                    location,
+                    format!(
+                        "`{file}` is not valid UTF-8 text but its MIME type is {}",
+                        mime_type.as_deref().unwrap_or("text")
+                    ),
+                )
+                .hint = Some(
+                    "set `mimeType:` to a binary type (e.g. application/octet-stream) to serve it as a blob".to_owned(),
+                );
+                return None;
+            }
+            Body::Bytes { bytes: bytes.into(), text }
+        };
+        let mut wire = Map::new();
+        wire.insert("uri".to_owned(), json!(spec.uri));
+        wire.insert("name".to_owned(), json!(spec.name));
+        if let Some(title) = &spec.title {
+            wire.insert("title".to_owned(), json!(title));
+        }
+        if let Some(description) = &spec.description {
+            wire.insert("description".to_owned(), json!(description));
+        }
+        if let Some(mime) = &mime_type {
+            wire.insert("mimeType".to_owned(), json!(mime));
+        }
+        if let Body::Bytes { bytes, .. } = &body {
+            wire.insert("size".to_owned(), json!(bytes.len()));
+        }
+        Some(Resource { uri: spec.uri.clone(), wire, mime_type, body })
+    }
+
+    fn resource_template(&mut self, decl: &Declared<ResourceTemplateSpec>) -> Option<ResourceTemplate> {
+        let spec = &decl.spec;
+        let origin = &decl.origin;
+        let template = match UriTemplate::parse(&spec.uri_template) {
+            Ok(template) => template,
+            Err(reason) => {
+                let location = self.assembled.locate(origin, "/uriTemplate");
+                self.error(
+                    "uri-template",
+                    location,
+                    format!("`{}` is not a valid RFC 6570 URI template: {reason}", spec.uri_template),
+                )
+                .hint = Some("variables are written `{name}`, e.g. `myapp://rooms/{room}`".to_owned());
+                return None;
+            }
+        };
+        if let Err(reason) = check_uri(&spec.uri_template) {
+            let location = self.assembled.locate(origin, "/uriTemplate");
+            self.error("uri-template", location, format!("`{}` is not a valid URI: {reason}", spec.uri_template));
+        }
+        let variables: Vec<String> = template.variables().into_iter().map(str::to_owned).collect();
+        let mut names = variables.clone();
+        names.extend(["data".to_owned(), "uri".to_owned()]);
+        let mut scope = Scope::new(names);
+        let owner = format!("resource template {}:", spec.uri_template);
+        let body = match (&spec.text, &spec.template) {
+            (Some(text), None) => self.inline(format!("{owner}/text"), text, origin, "/text", &mut scope),
+            (None, Some(file)) => self.file_template(file, origin, "/template", &mut scope),
+            _ => {
+                let location = self.assembled.locate_key(origin, "");
+                self.error(
+                    "resource-body",
+                    location,
+                    format!("resource template `{}` needs exactly one of `text` or `template`", spec.uri_template),
+                );
+                None
+            }
+        };
+        for variable in &variables {
+            if body.is_some() && !scope.used.contains(variable) {
+                let location = self.assembled.locate(origin, "/uriTemplate");
+                self.warn(
+                    "unused-variable",
+                    location,
+                    format!("URI variable `{variable}` is never used by the body template"),
+                )
+                .hint = Some(format!("use `{{{{ {variable} }}}}` in the body, or drop it from the URI"));
+            }
+        }
+        let complete = spec.complete.clone().unwrap_or_default();
+        for key in complete.keys() {
+            if !variables.contains(key) {
+                let location = self.assembled.locate_key(origin, &format!("/complete/{key}"));
+                let hint = match did_you_mean(key, variables.iter().map(String::as_str)) {
+                    Some(close) => format!("did you mean `{close}`?"),
+                    None => format!("the URI template's variables are: {}", variables.join(", ")),
+                };
+                self.error(
+                    "complete-key",
+                    location,
+                    format!("`complete` names `{key}`, which is not a variable of `{}`", spec.uri_template),
+                )
+                .hint = Some(hint);
+            }
+        }
+        let mut wire = Map::new();
+        wire.insert("uriTemplate".to_owned(), json!(spec.uri_template));
+        wire.insert("name".to_owned(), json!(spec.name));
+        if let Some(title) = &spec.title {
+            wire.insert("title".to_owned(), json!(title));
+        }
+        if let Some(description) = &spec.description {
+            wire.insert("description".to_owned(), json!(description));
+        }
+        if let Some(mime) = &spec.mime_type {
+            wire.insert("mimeType".to_owned(), json!(mime));
+        }
+        Some(ResourceTemplate { template, wire, mime_type: spec.mime_type.clone(), body: body?, complete })
+    }
+
+    fn check_duplicates(&mut self) {
+        let assembled = self.assembled;
+        let groups: [(&str, Vec<NamedAt<'_>>); 5] = [
+            ("tool", assembled.tools.iter().map(|d| (d.spec.name.as_str(), &d.origin, "/name")).collect()),
+            ("prompt", assembled.prompts.iter().map(|d| (d.spec.name.as_str(), &d.origin, "/name")).collect()),
+            ("resource URI", assembled.resources.iter().map(|d| (d.spec.uri.as_str(), &d.origin, "/uri")).collect()),
+            (
+                "resource template",
+                assembled
+                    .resource_templates
+                    .iter()
+                    .map(|d| (d.spec.uri_template.as_str(), &d.origin, "/uriTemplate"))
+                    .collect(),
+            ),
+            (
+                "resource template name",
+                assembled.resource_templates.iter().map(|d| (d.spec.name.as_str(), &d.origin, "/name")).collect(),
+            ),
+        ];
+        for (kind, entries) in groups {
+            let mut first: HashMap<&str, (&Origin, &str)> = HashMap::new();
+            for (name, origin, key) in entries {
+                match first.get(name) {
+                    Some((previous, previous_key)) => {
+                        let location = assembled.locate(origin, key);
+                        let previous_location = assembled.locate(previous, previous_key);
+                        self.error("duplicate", location, format!("{kind} `{name}` is declared twice"))
+                            .with_note_mut("first declared here", previous_location)
+                            .hint = Some(
+                            "names must be unique across the catalog and all its includes; rename or remove one"
+                                .to_owned(),
+                        );
+                    }
+                    None => {
+                        first.insert(name, (origin, key));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Prompt messages and content blocks that embed a resource by a fixed
+    /// URI must name one the catalog serves.
+    fn check_prompt_resources(&mut self, resources: &[Resource], templates: &[ResourceTemplate]) {
+        let assembled = self.assembled;
+        let mut references: Vec<(&str, Location)> = Vec::new();
+        for decl in &assembled.prompts {
+            for (idx, message) in decl.spec.messages.iter().enumerate() {
+                if let Some(uri) = &message.resource {
+                    references.push((uri, assembled.locate(&decl.origin, &format!("/messages/{idx}/resource"))));
+                }
+            }
+        }
+        for decl in &assembled.tools {
+            for (idx, block) in decl.spec.run.content.iter().flatten().enumerate() {
+                if let Some(uri) = &block.resource {
+                    references.push((uri, assembled.locate(&decl.origin, &format!("/run/content/{idx}/resource"))));
+                }
+            }
+        }
+        for (uri, location) in references {
+            if uri.contains("{{") || uri.contains("{%") {
+                continue; // rendered per call; checked when it runs
+            }
+            let known =
+                resources.iter().any(|r| r.uri == uri) || templates.iter().any(|t| t.template.match_uri(uri).is_some());
+            if !known {
+                let candidates: Vec<&str> = resources.iter().map(|r| r.uri.as_str()).collect();
+                let hint = match did_you_mean(uri, candidates.iter().copied()) {
+                    Some(close) => format!("did you mean `{close}`?"),
+                    None => "declare it under `resources:` (or a matching `resourceTemplates:` entry)".to_owned(),
+                };
+                self.error("unknown-resource", location, format!("resource `{uri}` is not declared in this catalog"))
+                    .hint = Some(hint);
+            }
+        }
+    }
+}
+
+/// A name, the declaration it belongs to, and the key it is written under.
+type NamedAt<'a> = (&'a str, &'a Origin, &'a str);
+
+trait NoteMut {
+    fn with_note_mut(&mut self, message: &str, location: Location) -> &mut Self;
+}
+
+impl NoteMut for Diagnostic {
+    fn with_note_mut(&mut self, message: &str, location: Location) -> &mut Self {
+        self.notes.push(crate::diag::Note { message: message.to_owned(), location });
+        self
+    }
+}
+
+fn describe_chars(chars: &[char]) -> String {
+    let mut unique: Vec<char> = Vec::new();
+    for c in chars {
+        if !unique.contains(c) {
+            unique.push(*c);
+        }
+    }
+    let shown: Vec<String> =
+        unique.iter().map(|c| if *c == ' ' { "a space".to_owned() } else { format!("`{c}`") }).collect();
+    shown.join(", ")
+}
+
+/// Checks that `uri` has a scheme and no characters a URI cannot hold.
+fn check_uri(uri: &str) -> Result<(), String> {
+    let Some((scheme, rest)) = uri.split_once(':') else {
+        return Err("it has no scheme (such as `myapp:`)".to_owned());
+    };
+    let scheme_ok = scheme.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+        && scheme.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
+    if !scheme_ok {
+        return Err(format!("`{scheme}` is not a valid scheme"));
+    }
+    if rest.is_empty() {
+        return Err("nothing follows the scheme".to_owned());
+    }
+    if let Some(bad) = uri.chars().find(|c| c.is_whitespace() || matches!(c, '"' | '<' | '>' | '\\' | '^' | '`' | '|'))
+    {
+        let shown = if bad == ' ' { "a space".to_owned() } else { format!("`{}`", bad.escape_default()) };
+        return Err(format!("it contains {shown}; percent-encode it (a space is %20)"));
+    }
+    Ok(())
+}
+
+fn read_limited(path: &Path) -> Result<Vec<u8>, String> {
+    let metadata = std::fs::metadata(path).map_err(|err| io_text(&err))?;
+    if !metadata.is_file() {
+        return Err("not a file".to_owned());
+    }
+    if metadata.len() > MAX_FILE_BYTES {
+        return Err(format!("file is larger than {} MiB", MAX_FILE_BYTES / 1024 / 1024));
+    }
+    std::fs::read(path).map_err(|err| io_text(&err))
+}
+
+fn io_text(err: &std::io::Error) -> String {
+    match err.kind() {
+        std::io::ErrorKind::NotFound => "no such file".to_owned(),
+        std::io::ErrorKind::PermissionDenied => "permission denied".to_owned(),
+        _ => err.to_string(),
+    }
+}
+
+fn column_of(err: &minijinja::Error, path: &Path) -> Option<usize> {
+    let range = err.range()?;
+    let text = std::fs::read_to_string(path).ok()?;
+    let before = text.get(..range.start)?;
+    Some(before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1)
+}
+
+/// A MIME type from a file extension, for the common cases.
+pub fn guess_mime(path: &Path) -> Option<&'static str> {
+    let ext = path.extension()?.to_str()?.to_ascii_lowercase();
+    Some(match ext.as_str() {
+        "md" | "markdown" => "text/markdown",
+        "txt" | "text" => "text/plain",
+        "html" | "htm" => "text/html",
+        "css" => "text/css",
+        "csv" => "text/csv",
+        "json" => "application/json",
+        "yaml" | "yml" => "application/yaml",
+        "xml" => "application/xml",
+        "js" => "text/javascript",
+        "png" => "image/png",
+        "jpg" | "jpeg" => "image/jpeg",
+        "gif" => "image/gif",
+        "webp" => "image/webp",
+        "svg" => "image/svg+xml",
+        "wav" => "audio/wav",
+        "mp3" => "audio/mpeg",
+        "ogg" => "audio/ogg",
+        "pdf" => "application/pdf",
+        _ => return None,
+    })
+}
+
+/// Whether content of this MIME type is served as text (else base64).
+pub fn is_text_mime(mime: &str) -> bool {
+    let essence = mime.split(';').next().unwrap_or_default().trim();
+    essence.starts_with("text/")
+        || matches!(
+            essence,
+            "application/json" | "application/yaml" | "application/xml" | "application/javascript" | "image/svg+xml"
+        )
+        || essence.ends_with("+json")
+        || essence.ends_with("+xml")
+}

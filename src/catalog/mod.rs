@@ -1,0 +1,280 @@
+//! The catalog: loading YAML files into a validated, immutable [`Catalog`].
+//!
+//! Loading runs in stages, each reporting every problem it finds before the
+//! next one starts:
+//! 1. [`source`]: read each file (YAML → JSON, `${VAR}` expanded, positions kept);
+//! 2. [`structure`]: check each file against the format's schema ([`model`]);
+//! 3. [`assemble`]: follow `include:` globs and merge the files;
+//! 4. [`build`]: semantic checks (names, duplicates, JSON Schemas, templates
+//!    and their variables, resources, SQL) while building the runtime form.
+//!
+//! **Invariant:** a `Catalog` only exists if it had no errors; it never
+//! changes after it is built (a reload builds a new one), so a request that
+//! holds an `Arc<Catalog>` sees one consistent menu from start to end.
+
+pub mod model;
+pub mod source;
+pub mod structure;
+
+mod assemble;
+mod build;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use indexmap::IndexMap;
+use serde_json::{Map, Value};
+
+use crate::diag::Diagnostic;
+use crate::run::sql::Database;
+use crate::uri_template::UriTemplate;
+
+pub use model::Role;
+
+/// A validated catalog, ready to serve.
+pub struct Catalog {
+    /// `serverInfo` and `instructions`.
+    pub server: ServerInfo,
+    /// Tools in declaration order.
+    pub tools: Vec<Tool>,
+    /// Prompts in declaration order.
+    pub prompts: Vec<Prompt>,
+    /// Resources in declaration order.
+    pub resources: Vec<Resource>,
+    /// Resource templates in declaration order.
+    pub resource_templates: Vec<ResourceTemplate>,
+    /// Every template of this catalog, compiled.
+    pub env: minijinja::Environment<'static>,
+    /// The merged `data:` blocks, as templates see them.
+    pub data: minijinja::Value,
+    /// Open databases by name.
+    pub databases: IndexMap<String, Arc<Database>>,
+    /// Every file read to build this catalog (catalog files, templates, `file:` resources, media).
+    pub files: Vec<PathBuf>,
+    /// Folders whose new files could change the catalog (include globs, the templates folder).
+    pub folders: Vec<PathBuf>,
+    tool_index: HashMap<String, usize>,
+    prompt_index: HashMap<String, usize>,
+    resource_index: HashMap<String, usize>,
+}
+
+/// Who the server says it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerInfo {
+    /// `serverInfo.name`.
+    pub name: String,
+    /// `serverInfo.version`.
+    pub version: String,
+    /// `serverInfo.title`.
+    pub title: Option<String>,
+    /// `serverInfo.description`.
+    pub description: Option<String>,
+    /// `serverInfo.websiteUrl`.
+    pub website_url: Option<String>,
+    /// `instructions`.
+    pub instructions: Option<String>,
+}
+
+/// A tool, ready to list and call.
+pub struct Tool {
+    /// Its name.
+    pub name: String,
+    /// Exactly what `tools/list` shows for it.
+    pub wire: Map<String, Value>,
+    /// `inputSchema`, compiled once.
+    pub input: jsonschema::Validator,
+    /// `outputSchema`, compiled once.
+    pub output: Option<jsonschema::Validator>,
+    /// Whether the rendered text is JSON that also becomes `structuredContent`.
+    pub structured: bool,
+    /// What the tool does before rendering.
+    pub effect: Option<Effect>,
+    /// How the result is rendered.
+    pub result: ResultSpec,
+}
+
+/// A tool's side effect.
+pub enum Effect {
+    /// One SQL statement.
+    Sql {
+        /// The database it runs on.
+        database: Arc<Database>,
+        /// The statement, with `:named` parameters.
+        statement: String,
+    },
+}
+
+/// How a tool's result is rendered.
+pub enum ResultSpec {
+    /// One text block from this template.
+    Text(String),
+    /// These content blocks.
+    Content(Vec<Block>),
+    /// The effect's result, as JSON text.
+    EffectJson,
+}
+
+/// One content block of a tool result or prompt message, as declared.
+#[derive(Debug, Clone)]
+pub enum Block {
+    /// Text from the named template.
+    Text(String),
+    /// An image or audio clip, read at load.
+    Media {
+        /// Image or audio.
+        kind: MediaKind,
+        /// Base64 data.
+        data: Arc<str>,
+        /// Its MIME type.
+        mime_type: String,
+    },
+    /// The resource whose URI the named template renders, embedded.
+    Resource(String),
+    /// A link to a resource; `uri` is a template name.
+    ResourceLink {
+        /// Template rendering the URI.
+        uri: String,
+        /// The resource's name.
+        name: String,
+        /// A display name.
+        title: Option<String>,
+        /// What it is.
+        description: Option<String>,
+        /// Its MIME type.
+        mime_type: Option<String>,
+    },
+}
+
+/// Image or audio.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MediaKind {
+    /// `image` content.
+    Image,
+    /// `audio` content.
+    Audio,
+}
+
+/// A prompt, ready to list and render.
+pub struct Prompt {
+    /// Its name.
+    pub name: String,
+    /// Exactly what `prompts/list` shows for it.
+    pub wire: Map<String, Value>,
+    /// Its arguments.
+    pub arguments: Vec<PromptArgument>,
+    /// Its messages.
+    pub messages: Vec<(Role, Block)>,
+}
+
+/// A prompt argument.
+pub struct PromptArgument {
+    /// Its name.
+    pub name: String,
+    /// Whether `prompts/get` must carry it.
+    pub required: bool,
+    /// Completion values.
+    pub complete: Vec<String>,
+}
+
+/// A resource with a fixed URI.
+pub struct Resource {
+    /// Its URI.
+    pub uri: String,
+    /// Exactly what `resources/list` shows for it.
+    pub wire: Map<String, Value>,
+    /// Its MIME type.
+    pub mime_type: Option<String>,
+    /// Where its body comes from.
+    pub body: Body,
+}
+
+/// A resource body.
+pub enum Body {
+    /// Rendered from the named template.
+    Template(String),
+    /// A file's bytes, read at load.
+    Bytes {
+        /// The contents.
+        bytes: Arc<[u8]>,
+        /// Whether to serve it as text (else as a base64 blob).
+        text: bool,
+    },
+}
+
+/// A resource template.
+pub struct ResourceTemplate {
+    /// The parsed URI template.
+    pub template: UriTemplate,
+    /// Exactly what `resources/templates/list` shows for it.
+    pub wire: Map<String, Value>,
+    /// Its MIME type.
+    pub mime_type: Option<String>,
+    /// The template rendering its body.
+    pub body: String,
+    /// Completion values per variable.
+    pub complete: IndexMap<String, Vec<String>>,
+}
+
+impl Catalog {
+    /// The tool named `name`.
+    pub fn tool(&self, name: &str) -> Option<&Tool> {
+        self.tool_index.get(name).map(|&idx| &self.tools[idx])
+    }
+
+    /// The prompt named `name`.
+    pub fn prompt(&self, name: &str) -> Option<&Prompt> {
+        self.prompt_index.get(name).map(|&idx| &self.prompts[idx])
+    }
+
+    /// The resource with exactly this URI.
+    pub fn resource(&self, uri: &str) -> Option<&Resource> {
+        self.resource_index.get(uri).map(|&idx| &self.resources[idx])
+    }
+
+    /// The first resource template that `uri` expands, with its variables.
+    pub fn match_template(&self, uri: &str) -> Option<(&ResourceTemplate, Vec<(String, String)>)> {
+        self.resource_templates
+            .iter()
+            .find_map(|template| template.template.match_uri(uri).map(|vars| (template, vars)))
+    }
+
+    /// The resource template whose `uriTemplate` is exactly `uri_template`.
+    pub fn resource_template(&self, uri_template: &str) -> Option<&ResourceTemplate> {
+        self.resource_templates.iter().find(|t| t.template.as_str() == uri_template)
+    }
+}
+
+/// What loading produced: a catalog if there were no errors, and every
+/// diagnostic (warnings too) either way.
+pub struct Loaded {
+    /// The catalog, if it is valid.
+    pub catalog: Option<Catalog>,
+    /// Everything worth telling the author, in file order.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// Loads and validates the catalog at `path`, reading `${VAR}`s from the
+/// process environment.
+pub fn load(path: &Path) -> Loaded {
+    load_with_env(path, &|name| std::env::var(name).ok())
+}
+
+/// Like [`load`], with the environment given explicitly (for tests).
+pub fn load_with_env(path: &Path, env: &dyn Fn(&str) -> Option<String>) -> Loaded {
+    let mut diagnostics = Vec::new();
+    let assembled = assemble::assemble(path, env, &mut diagnostics);
+    let catalog = match assembled {
+        Some(assembled) if !crate::diag::has_errors(&diagnostics) => build::build(assembled, &mut diagnostics),
+        _ => None,
+    };
+    let catalog = if crate::diag::has_errors(&diagnostics) { None } else { catalog };
+    diagnostics.sort_by(|a, b| {
+        (&a.location.file, a.location.line, a.location.column).cmp(&(
+            &b.location.file,
+            b.location.line,
+            b.location.column,
+        ))
+    });
+    Loaded { catalog, diagnostics }
+}

@@ -1,0 +1,399 @@
+//! The catalog format as written in YAML: one struct per block, with serde
+//! names equal to the keys a person types.
+//!
+//! These types are the single source of truth for the format: `carte schema`
+//! derives its JSON Schema from them, and structural validation (unknown keys,
+//! missing keys, wrong types) checks each file against that same schema before
+//! serde reads it. Keys that exist on the MCP wire keep their MCP spelling
+//! (`inputSchema`, `mimeType`, `uriTemplate` …).
+
+use indexmap::IndexMap;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+/// One catalog file: the root catalog, or a file it includes.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(title = "carte catalog")]
+pub struct CatalogFile {
+    /// Who the server is: `serverInfo` and `instructions` in MCP's `initialize`.
+    #[serde(default)]
+    pub server: Option<ServerSpec>,
+    /// More catalog files (glob patterns, relative to this file) merged into this one.
+    #[serde(default)]
+    pub include: Option<Includes>,
+    /// Free-form values; every template sees them as `data`.
+    #[serde(default)]
+    pub data: Option<Map<String, Value>>,
+    /// Named databases for `sql` tools.
+    #[serde(default)]
+    pub databases: Option<IndexMap<String, DatabaseSpec>>,
+    /// The tools, in the order `tools/list` returns them.
+    #[serde(default)]
+    pub tools: Option<Vec<ToolSpec>>,
+    /// The prompts, in the order `prompts/list` returns them.
+    #[serde(default)]
+    pub prompts: Option<Vec<PromptSpec>>,
+    /// Resources with fixed URIs.
+    #[serde(default)]
+    pub resources: Option<Vec<ResourceSpec>>,
+    /// Resources whose URIs follow an RFC 6570 template.
+    #[serde(default, rename = "resourceTemplates")]
+    pub resource_templates: Option<Vec<ResourceTemplateSpec>>,
+}
+
+/// `include:` one glob pattern or a list of them.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum Includes {
+    /// A single pattern.
+    One(String),
+    /// Several patterns.
+    Many(Vec<String>),
+}
+
+impl Includes {
+    /// The patterns, however they were written.
+    pub fn patterns(&self) -> Vec<&str> {
+        match self {
+            Includes::One(one) => vec![one.as_str()],
+            Includes::Many(many) => many.iter().map(String::as_str).collect(),
+        }
+    }
+}
+
+/// The `server:` block.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ServerSpec {
+    /// `serverInfo.name`.
+    pub name: String,
+    /// `serverInfo.version` (quote it: `"1.0"`, not `1.0`).
+    #[serde(default)]
+    pub version: Option<String>,
+    /// `serverInfo.title`, a display name.
+    #[serde(default)]
+    pub title: Option<String>,
+    /// `serverInfo.description`.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// `serverInfo.websiteUrl`.
+    #[serde(default, rename = "websiteUrl")]
+    pub website_url: Option<String>,
+    /// Passed to clients as `instructions` in `initialize`.
+    #[serde(default)]
+    pub instructions: Option<String>,
+    /// The folder of `template:` files, relative to this file (default: `templates/` beside the catalog).
+    #[serde(default)]
+    pub templates: Option<String>,
+}
+
+/// A named database.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DatabaseSpec {
+    /// `sqlite:path/to/file.db` (relative to this file) or `sqlite::memory:`.
+    pub url: String,
+    /// Statements run at load, in order; they must be idempotent (`CREATE TABLE IF NOT EXISTS …`).
+    #[serde(default)]
+    pub setup: Option<Statements>,
+}
+
+/// One SQL statement or a list of them.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum Statements {
+    /// A single statement.
+    One(String),
+    /// Several statements, run in order.
+    Many(Vec<String>),
+}
+
+impl Statements {
+    /// The statements, however they were written.
+    pub fn list(&self) -> Vec<&str> {
+        match self {
+            Statements::One(one) => vec![one.as_str()],
+            Statements::Many(many) => many.iter().map(String::as_str).collect(),
+        }
+    }
+}
+
+/// A tool: what `tools/list` shows and what `tools/call` does.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ToolSpec {
+    /// 1–128 characters of `A-Z a-z 0-9 _ . -`.
+    pub name: String,
+    /// A display name.
+    #[serde(default)]
+    pub title: Option<String>,
+    /// Tells the model what the tool does and when to use it.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// JSON Schema (2020-12) of the arguments; `type: object` at the top.
+    #[serde(default, rename = "inputSchema")]
+    pub input_schema: Option<Map<String, Value>>,
+    /// JSON Schema of `structuredContent`; the rendered result must be JSON that matches it.
+    #[serde(default, rename = "outputSchema")]
+    pub output_schema: Option<Map<String, Value>>,
+    /// MCP tool annotations.
+    #[serde(default)]
+    pub annotations: Option<ToolAnnotationsSpec>,
+    /// What the tool does.
+    pub run: RunSpec,
+}
+
+/// MCP tool annotations (hints for clients).
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ToolAnnotationsSpec {
+    /// A display name.
+    #[serde(default)]
+    pub title: Option<String>,
+    /// The tool does not change anything.
+    #[serde(default, rename = "readOnlyHint")]
+    pub read_only_hint: Option<bool>,
+    /// The tool may destroy or overwrite things.
+    #[serde(default, rename = "destructiveHint")]
+    pub destructive_hint: Option<bool>,
+    /// Calling it twice with the same arguments does nothing more.
+    #[serde(default, rename = "idempotentHint")]
+    pub idempotent_hint: Option<bool>,
+    /// The tool reaches outside systems.
+    #[serde(default, rename = "openWorldHint")]
+    pub open_world_hint: Option<bool>,
+}
+
+/// A tool's `run`: at most one effect, then what renders the result.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunSpec {
+    /// Runs one SQL statement on a `databases` entry; its rows are `rows` in the result template.
+    #[serde(default)]
+    pub sql: Option<SqlSpec>,
+    /// Inline minijinja template of the result text.
+    #[serde(default)]
+    pub text: Option<String>,
+    /// A file in the templates folder that renders the result text.
+    #[serde(default)]
+    pub template: Option<String>,
+    /// A list of content blocks (text, image, audio, resource, resource_link).
+    #[serde(default)]
+    pub content: Option<Vec<ContentSpec>>,
+    /// The rendered text is JSON: it also becomes `structuredContent`.
+    #[serde(default)]
+    pub json: Option<bool>,
+}
+
+/// The `sql` effect.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SqlSpec {
+    /// The name of a `databases` entry.
+    pub database: String,
+    /// One statement; `:name` parameters are the tool's arguments.
+    pub statement: String,
+}
+
+/// One content block of a tool result or a prompt message.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ContentSpec {
+    /// Inline minijinja template of a text block.
+    #[serde(default)]
+    pub text: Option<String>,
+    /// A template file rendering a text block.
+    #[serde(default)]
+    pub template: Option<String>,
+    /// An image from a file or base64 data.
+    #[serde(default)]
+    pub image: Option<MediaSpec>,
+    /// Audio from a file or base64 data.
+    #[serde(default)]
+    pub audio: Option<MediaSpec>,
+    /// Embeds the resource with this URI (a template) as a resource block.
+    #[serde(default)]
+    pub resource: Option<String>,
+    /// A link to a resource, without its content.
+    #[serde(default)]
+    pub resource_link: Option<ResourceLinkSpec>,
+}
+
+/// An image or audio clip.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MediaSpec {
+    /// A file, relative to the catalog file; read at load.
+    #[serde(default)]
+    pub file: Option<String>,
+    /// Base64 data.
+    #[serde(default)]
+    pub data: Option<String>,
+    /// Its MIME type; guessed from the file's extension when absent.
+    #[serde(default, rename = "mimeType")]
+    pub mime_type: Option<String>,
+}
+
+/// A resource link block.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ResourceLinkSpec {
+    /// The linked URI (a template).
+    pub uri: String,
+    /// The resource's name.
+    pub name: String,
+    /// A display name.
+    #[serde(default)]
+    pub title: Option<String>,
+    /// What it is.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Its MIME type.
+    #[serde(default, rename = "mimeType")]
+    pub mime_type: Option<String>,
+}
+
+/// A prompt.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PromptSpec {
+    /// 1–128 characters of `A-Z a-z 0-9 _ . -`.
+    pub name: String,
+    /// A display name.
+    #[serde(default)]
+    pub title: Option<String>,
+    /// What the prompt is for.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// The arguments a client fills in (always strings).
+    #[serde(default)]
+    pub arguments: Option<Vec<ArgumentSpec>>,
+    /// The messages, rendered in order.
+    pub messages: Vec<MessageSpec>,
+}
+
+/// A prompt argument.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ArgumentSpec {
+    /// The name templates use.
+    pub name: String,
+    /// A display name.
+    #[serde(default)]
+    pub title: Option<String>,
+    /// What to fill in.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Whether `prompts/get` must carry it (default false).
+    #[serde(default)]
+    pub required: Option<bool>,
+    /// Values offered by `completion/complete`.
+    #[serde(default)]
+    pub complete: Option<Vec<String>>,
+}
+
+/// Who speaks a prompt message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// The user.
+    User,
+    /// The assistant.
+    Assistant,
+}
+
+/// One prompt message: a role and one content block.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MessageSpec {
+    /// `user` or `assistant`.
+    pub role: Role,
+    /// Inline minijinja template.
+    #[serde(default)]
+    pub text: Option<String>,
+    /// A template file.
+    #[serde(default)]
+    pub template: Option<String>,
+    /// Embeds the resource with this URI.
+    #[serde(default)]
+    pub resource: Option<String>,
+    /// An image from a file or base64 data.
+    #[serde(default)]
+    pub image: Option<MediaSpec>,
+    /// Audio from a file or base64 data.
+    #[serde(default)]
+    pub audio: Option<MediaSpec>,
+}
+
+impl MessageSpec {
+    /// The message's content as a content block.
+    pub fn block(&self) -> ContentSpec {
+        ContentSpec {
+            text: self.text.clone(),
+            template: self.template.clone(),
+            image: self.image.clone(),
+            audio: self.audio.clone(),
+            resource: self.resource.clone(),
+            resource_link: None,
+        }
+    }
+}
+
+/// A resource with a fixed URI.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ResourceSpec {
+    /// Its URI, such as `reservo://policy`.
+    pub uri: String,
+    /// Its name.
+    pub name: String,
+    /// A display name.
+    #[serde(default)]
+    pub title: Option<String>,
+    /// What it holds.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Its MIME type (guessed from `file`'s extension when absent).
+    #[serde(default, rename = "mimeType")]
+    pub mime_type: Option<String>,
+    /// Inline minijinja template of its body.
+    #[serde(default)]
+    pub text: Option<String>,
+    /// A template file rendering its body.
+    #[serde(default)]
+    pub template: Option<String>,
+    /// A file served raw (relative to this catalog file); binary types as base64 blobs.
+    #[serde(default)]
+    pub file: Option<String>,
+}
+
+/// A resource template (RFC 6570 URI template).
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ResourceTemplateSpec {
+    /// Such as `reservo://rooms/{room}`.
+    #[serde(rename = "uriTemplate")]
+    pub uri_template: String,
+    /// Its name.
+    pub name: String,
+    /// A display name.
+    #[serde(default)]
+    pub title: Option<String>,
+    /// What it holds.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Its MIME type.
+    #[serde(default, rename = "mimeType")]
+    pub mime_type: Option<String>,
+    /// Inline minijinja template of its body; sees the URI's variables.
+    #[serde(default)]
+    pub text: Option<String>,
+    /// A template file rendering its body.
+    #[serde(default)]
+    pub template: Option<String>,
+    /// Values offered by `completion/complete`, per URI variable.
+    #[serde(default)]
+    pub complete: Option<IndexMap<String, Vec<String>>>,
+}

@@ -1,0 +1,236 @@
+//! Diagnostics: what carte says about a catalog, and how it says it.
+//!
+//! A [`Diagnostic`] is one problem (or warning) with the place it points at,
+//! the offending line of text and, where one helps, a hint. Checks only build
+//! diagnostics; [`render_human`] and [`render_json`] turn them into the text a
+//! person reads (`path:line:column: error: …`, like a compiler) or the JSON a
+//! machine reads (`carte check --format json`).
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+/// How bad a diagnostic is. Errors stop a catalog from being served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// The catalog works, but probably not the way its author meant.
+    Warning,
+    /// The catalog cannot be served.
+    Error,
+}
+
+/// A place in a catalog file: 1-based line and column.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Location {
+    /// The file, as given on the command line or resolved from an include.
+    pub file: PathBuf,
+    /// 1-based line.
+    pub line: usize,
+    /// 1-based column, in characters.
+    pub column: usize,
+    /// How many characters to underline (at least one).
+    #[serde(skip)]
+    pub width: usize,
+}
+
+impl Location {
+    /// The start of a file, for problems that have no better place.
+    pub fn file_start(file: &Path) -> Location {
+        Location { file: file.to_path_buf(), line: 1, column: 1, width: 1 }
+    }
+}
+
+/// One problem found in a catalog.
+#[derive(Debug, Clone, Serialize)]
+pub struct Diagnostic {
+    /// Error or warning.
+    pub severity: Severity,
+    /// A stable, short name for the kind of problem (`unknown-key`, …).
+    pub code: &'static str,
+    /// What is wrong, in one line, lowercase, no trailing period.
+    pub message: String,
+    /// Where it is.
+    pub location: Location,
+    /// What to do about it, if carte can tell.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+    /// Other places involved (the first definition of a duplicate, …).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<Note>,
+}
+
+/// A secondary place a diagnostic refers to.
+#[derive(Debug, Clone, Serialize)]
+pub struct Note {
+    /// What this place is.
+    pub message: String,
+    /// Where it is.
+    pub location: Location,
+}
+
+impl Diagnostic {
+    /// An error at `location`.
+    pub fn error(code: &'static str, location: Location, message: impl Into<String>) -> Self {
+        Diagnostic { severity: Severity::Error, code, message: message.into(), location, hint: None, notes: Vec::new() }
+    }
+
+    /// A warning at `location`.
+    pub fn warning(code: &'static str, location: Location, message: impl Into<String>) -> Self {
+        Diagnostic { severity: Severity::Warning, ..Diagnostic::error(code, location, message) }
+    }
+
+    /// Adds a hint.
+    pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
+    }
+
+    /// Adds a note pointing at another place.
+    pub fn with_note(mut self, message: impl Into<String>, location: Location) -> Self {
+        self.notes.push(Note { message: message.into(), location });
+        self
+    }
+
+    /// Whether this diagnostic stops the catalog from being served.
+    pub fn is_error(&self) -> bool {
+        self.severity == Severity::Error
+    }
+}
+
+/// Whether any of `diagnostics` is an error.
+pub fn has_errors(diagnostics: &[Diagnostic]) -> bool {
+    diagnostics.iter().any(Diagnostic::is_error)
+}
+
+/// Renders diagnostics the way a compiler does, each with the line it points
+/// at, and a closing count. Source lines are read from disk when rendering.
+pub fn render_human(diagnostics: &[Diagnostic]) -> String {
+    let mut out = String::new();
+    let mut sources = SourceCache::default();
+    for diagnostic in diagnostics {
+        let severity = match diagnostic.severity {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+        };
+        let loc = &diagnostic.location;
+        let _ = writeln!(out, "{}:{}:{}: {severity}: {}", loc.file.display(), loc.line, loc.column, diagnostic.message);
+        if let Some(text) = sources.line(&loc.file, loc.line) {
+            let gutter = loc.line.to_string().len();
+            let _ = writeln!(out, "{:gutter$} |", "");
+            let _ = writeln!(out, "{} | {}", loc.line, text);
+            let pad: String =
+                text.chars().take(loc.column.saturating_sub(1)).map(|c| if c == '\t' { '\t' } else { ' ' }).collect();
+            let _ = writeln!(out, "{:gutter$} | {pad}{}", "", "^".repeat(loc.width.max(1)));
+        }
+        for note in &diagnostic.notes {
+            let _ = writeln!(
+                out,
+                "  = note: {} ({}:{}:{})",
+                note.message,
+                note.location.file.display(),
+                note.location.line,
+                note.location.column
+            );
+        }
+        if let Some(hint) = &diagnostic.hint {
+            let _ = writeln!(out, "  = hint: {hint}");
+        }
+        out.push('\n');
+    }
+    let n_errors = diagnostics.iter().filter(|d| d.is_error()).count();
+    let n_warnings = diagnostics.len() - n_errors;
+    if !diagnostics.is_empty() {
+        let _ = writeln!(out, "{}, {}", plural(n_errors, "error"), plural(n_warnings, "warning"));
+    }
+    out
+}
+
+/// Renders diagnostics as a JSON array, one object each.
+pub fn render_json(diagnostics: &[Diagnostic]) -> String {
+    serde_json::to_string_pretty(diagnostics).unwrap_or_else(|_| "[]".to_owned())
+}
+
+fn plural(n: usize, word: &str) -> String {
+    if n == 1 { format!("1 {word}") } else { format!("{n} {word}s") }
+}
+
+/// Reads each source file once while rendering.
+#[derive(Default)]
+struct SourceCache {
+    files: Vec<(PathBuf, Option<String>)>,
+}
+
+impl SourceCache {
+    fn line(&mut self, file: &Path, line: usize) -> Option<String> {
+        let idx = match self.files.iter().position(|(path, _)| path == file) {
+            Some(idx) => idx,
+            None => {
+                self.files.push((file.to_path_buf(), std::fs::read_to_string(file).ok()));
+                self.files.len() - 1
+            }
+        };
+        let text = self.files[idx].1.as_deref()?;
+        text.lines().nth(line.checked_sub(1)?).map(|l| l.trim_end().to_owned())
+    }
+}
+
+/// Edit distance between two short strings (for "did you mean").
+pub fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let cost = usize::from(!ca.eq_ignore_ascii_case(cb));
+            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+/// The candidate closest to `word`, if it is close enough to be a likely typo.
+pub fn did_you_mean<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let normalized = |s: &str| s.replace(['_', '-'], "").to_ascii_lowercase();
+    let word_norm = normalized(word);
+    candidates
+        .into_iter()
+        .map(|c| {
+            let distance = if normalized(c) == word_norm { 0 } else { edit_distance(word, c) };
+            (distance, c)
+        })
+        .filter(|(distance, c)| *distance <= (c.len().max(word.len()) / 3).max(1))
+        .min_by_key(|(distance, _)| *distance)
+        .map(|(_, c)| c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn suggests_close_names() {
+        assert_eq!(did_you_mean("descripton", ["name", "description"]), Some("description"));
+        assert_eq!(did_you_mean("input_schema", ["inputSchema", "name"]), Some("inputSchema"));
+        assert_eq!(did_you_mean("zzz", ["name", "description"]), None);
+    }
+
+    #[test]
+    fn renders_location_snippet_and_hint() {
+        let dir = std::env::temp_dir().join(format!("carte-diag-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("c.yaml");
+        std::fs::write(&file, "tools:\n  - descripton: x\n").unwrap();
+        let loc = Location { file: file.clone(), line: 2, column: 5, width: 10 };
+        let d =
+            Diagnostic::error("unknown-key", loc, "unknown key `descripton`").with_hint("did you mean `description`?");
+        let text = render_human(&[d]);
+        assert!(text.contains("c.yaml:2:5: error: unknown key `descripton`"), "{text}");
+        assert!(text.contains("2 |   - descripton: x"), "{text}");
+        assert!(text.contains("  |     ^^^^^^^^^^"), "{text}");
+        assert!(text.contains("= hint: did you mean `description`?"), "{text}");
+        assert!(text.contains("1 error, 0 warnings"), "{text}");
+    }
+}

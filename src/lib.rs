@@ -1,0 +1,25 @@
+//! carte: one generic MCP server whose whole menu (tools, prompts,
+//! resources) is declared in a YAML catalog.
+//!
+//! # Layout
+//! - [`catalog`]: YAML files → validated, immutable [`catalog::Catalog`] (no tokio, no rmcp);
+//! - [`diag`]: diagnostics and how they are printed;
+//! - [`render`]: the minijinja environment (`fail()`, fuel);
+//! - [`run`], [`prompt`], [`resource`], [`content`]: what tools, prompts and
+//!   resources produce from a catalog snapshot, in carte's own types;
+//! - [`server`]: the only module that speaks MCP (rmcp): the handler, lists,
+//!   the stdio transport, and the hub of connected sessions that
+//!   notifications fan out to.
+//!
+//! Data flows one way: files → catalog → server.
+#![deny(missing_docs)]
+
+pub mod catalog;
+pub mod content;
+pub mod diag;
+pub mod prompt;
+pub mod render;
+pub mod resource;
+pub mod run;
+pub mod server;
+pub mod uri_template;

@@ -1,0 +1,305 @@
+//! The `carte` command line: serve a catalog, check it, or try its tools,
+//! prompts and resources from a terminal the way a client would.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use carte::catalog::{self, Catalog};
+use carte::diag::{self, Diagnostic};
+use carte::server::{ListKind, Shared, Snapshot};
+use clap::{Parser, Subcommand, ValueEnum};
+use serde_json::{Map, Value};
+
+/// One MCP server whose tools, prompts and resources are declared in a YAML catalog.
+#[derive(Parser)]
+#[command(name = "carte", version, about, long_about = None)]
+#[command(after_help = "Start with `carte check CATALOG`, then `carte serve CATALOG`.\n\
+Logs go to stderr; set CARTE_LOG=debug for more (stdout is the protocol on stdio).")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the catalog over MCP on stdin/stdout (what desktop clients launch).
+    Serve {
+        /// The catalog file (YAML).
+        catalog: PathBuf,
+    },
+    /// Validate catalogs and print every problem found (exit 0 valid, 1 invalid, 2 unreadable).
+    Check {
+        /// One or more catalog files.
+        #[arg(required = true)]
+        catalogs: Vec<PathBuf>,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Human)]
+        format: Format,
+    },
+    /// Print the JSON a client receives from the list methods.
+    List {
+        /// The catalog file.
+        catalog: PathBuf,
+        /// Which list (all four if omitted).
+        #[arg(value_enum)]
+        kind: Option<Kind>,
+    },
+    /// Call a tool as a client would and print the result.
+    Call {
+        /// The catalog file.
+        catalog: PathBuf,
+        /// The tool's name.
+        tool: String,
+        /// Arguments as key=value (values are read as JSON where the schema wants a non-string).
+        args: Vec<String>,
+        /// All arguments as one JSON object (key=value pairs are added to it).
+        #[arg(long)]
+        json: Option<String>,
+    },
+    /// Render a prompt as a client would receive it.
+    Prompt {
+        /// The catalog file.
+        catalog: PathBuf,
+        /// The prompt's name.
+        name: String,
+        /// Arguments as key=value.
+        args: Vec<String>,
+    },
+    /// Read a resource by URI.
+    Read {
+        /// The catalog file.
+        catalog: PathBuf,
+        /// The resource's URI.
+        uri: String,
+    },
+    /// Print the JSON Schema of the catalog format (for editors: yaml-language-server).
+    Schema,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Format {
+    Human,
+    Json,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Kind {
+    Tools,
+    Prompts,
+    Resources,
+    Templates,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging();
+    match run(cli) {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("carte: {err:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("CARTE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false).init();
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    // One thread: requests are short, and the epoll-driven stdio pipes need
+    // no hand-offs between threads. SQL runs on the blocking pool.
+    tokio::runtime::Builder::new_current_thread().enable_all().build().context("cannot start the async runtime")
+}
+
+fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Serve { catalog } => serve(&catalog),
+        Command::Check { catalogs, format } => Ok(check(&catalogs, format)),
+        Command::List { catalog, kind } => {
+            let Some(snapshot) = load_or_report(&catalog) else { return Ok(ExitCode::from(1)) };
+            let value = match kind {
+                Some(kind) => snapshot.list_json(list_kind(kind)),
+                None => {
+                    let mut all = Map::new();
+                    for kind in [ListKind::Tools, ListKind::Prompts, ListKind::Resources, ListKind::Templates] {
+                        if let Value::Object(map) = snapshot.list_json(kind) {
+                            all.extend(map);
+                        }
+                    }
+                    Value::Object(all)
+                }
+            };
+            print_json(&value);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Call { catalog, tool, args, json } => {
+            let Some(snapshot) = load_or_report(&catalog) else { return Ok(ExitCode::from(1)) };
+            let mut arguments = match json {
+                Some(text) => match serde_json::from_str::<Value>(&text) {
+                    Ok(Value::Object(map)) => map,
+                    Ok(_) => anyhow::bail!("--json must be a JSON object, e.g. '{{\"room\": \"Focus\"}}'"),
+                    Err(err) => anyhow::bail!("--json is not valid JSON: {err}"),
+                },
+                None => Map::new(),
+            };
+            let schema = snapshot.catalog.tool(&tool).and_then(|t| t.wire.get("inputSchema").cloned());
+            for pair in &args {
+                let (key, value) = split_pair(pair)?;
+                arguments.insert(key.to_owned(), typed_argument(schema.as_ref(), key, value));
+            }
+            let result = runtime()?.block_on(snapshot.call_tool(&tool, Some(arguments)));
+            match result {
+                Ok(result) => {
+                    let failed = result.is_error == Some(true);
+                    print_json(&wire(&result));
+                    Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
+                }
+                Err(err) => {
+                    eprintln!("carte: {} (JSON-RPC error {})", err.message, err.code.0);
+                    Ok(ExitCode::from(2))
+                }
+            }
+        }
+        Command::Prompt { catalog, name, args } => {
+            let Some(snapshot) = load_or_report(&catalog) else { return Ok(ExitCode::from(1)) };
+            let mut arguments = Map::new();
+            for pair in &args {
+                let (key, value) = split_pair(pair)?;
+                arguments.insert(key.to_owned(), Value::String(value.to_owned()));
+            }
+            match snapshot.get_prompt(&name, Some(arguments)) {
+                Ok(result) => {
+                    print_json(&wire(&result));
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(err) => {
+                    eprintln!("carte: {} (JSON-RPC error {})", err.message, err.code.0);
+                    Ok(ExitCode::from(2))
+                }
+            }
+        }
+        Command::Read { catalog, uri } => {
+            let Some(snapshot) = load_or_report(&catalog) else { return Ok(ExitCode::from(1)) };
+            match snapshot.read_resource(&uri) {
+                Ok(contents) => {
+                    print_json(&serde_json::json!({ "contents": contents }));
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(err) => {
+                    eprintln!("carte: {} (JSON-RPC error {})", err.message, err.code.0);
+                    Ok(ExitCode::from(2))
+                }
+            }
+        }
+        Command::Schema => {
+            print_json(&catalog::structure::catalog_schema());
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn serve(path: &Path) -> anyhow::Result<ExitCode> {
+    let Some(snapshot) = load_or_report(path) else { return Ok(ExitCode::from(1)) };
+    let catalog = &snapshot.catalog;
+    tracing::info!(
+        "serving {} ({} tools, {} prompts, {} resources, {} resource templates) on stdio",
+        path.display(),
+        catalog.tools.len(),
+        catalog.prompts.len(),
+        catalog.resources.len(),
+        catalog.resource_templates.len()
+    );
+    let shared = Shared::new(snapshot);
+    runtime()?.block_on(carte::server::serve_stdio(shared, shutdown_signal()))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = match signal(SignalKind::terminate()) {
+        Ok(term) => term,
+        Err(_) => return std::future::pending().await,
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}
+
+/// Loads a catalog, printing its diagnostics to stderr.
+fn load_or_report(path: &Path) -> Option<Snapshot> {
+    let loaded = catalog::load(path);
+    if !loaded.diagnostics.is_empty() {
+        eprint!("{}", diag::render_human(&loaded.diagnostics));
+    }
+    loaded.catalog.map(Snapshot::new)
+}
+
+fn check(paths: &[PathBuf], format: Format) -> ExitCode {
+    let mut all: Vec<Diagnostic> = Vec::new();
+    let mut unreadable = false;
+    let mut invalid = false;
+    for path in paths {
+        let loaded = catalog::load(path);
+        let catalog: Option<Catalog> = loaded.catalog;
+        unreadable |= loaded.diagnostics.iter().any(|d| d.code == "io" && d.location.file == *path);
+        invalid |= catalog.is_none();
+        all.extend(loaded.diagnostics);
+    }
+    match format {
+        Format::Human => {
+            eprint!("{}", diag::render_human(&all));
+            if !invalid {
+                eprintln!("{}: ok", paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "));
+            }
+        }
+        Format::Json => println!("{}", diag::render_json(&all)),
+    }
+    if unreadable {
+        ExitCode::from(2)
+    } else if invalid {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+fn list_kind(kind: Kind) -> ListKind {
+    match kind {
+        Kind::Tools => ListKind::Tools,
+        Kind::Prompts => ListKind::Prompts,
+        Kind::Resources => ListKind::Resources,
+        Kind::Templates => ListKind::Templates,
+    }
+}
+
+fn split_pair(pair: &str) -> anyhow::Result<(&str, &str)> {
+    pair.split_once('=').with_context(|| format!("argument `{pair}` should be key=value"))
+}
+
+/// A key=value argument, typed by the tool's schema: strings stay strings,
+/// anything else is read as JSON when it parses.
+fn typed_argument(schema: Option<&Value>, key: &str, value: &str) -> Value {
+    let declared = schema.and_then(|s| s.pointer(&format!("/properties/{key}/type"))).and_then(Value::as_str);
+    if declared == Some("string") {
+        return Value::String(value.to_owned());
+    }
+    serde_json::from_str(value).unwrap_or_else(|_| Value::String(value.to_owned()))
+}
+
+/// A result as a client on a session-based protocol version sees it.
+fn wire(result: &impl serde::Serialize) -> Value {
+    let mut value = serde_json::to_value(result).unwrap_or(Value::Null);
+    if let Value::Object(map) = &mut value {
+        map.remove("resultType");
+    }
+    value
+}
+
+fn print_json(value: &Value) {
+    println!("{}", serde_json::to_string_pretty(value).unwrap_or_default());
+}

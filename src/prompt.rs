@@ -1,0 +1,53 @@
+//! Rendering a prompt: checking its arguments, then each message's block.
+//! Arguments are strings; an optional argument that was not given is
+//! undefined in the templates, so `{% if room %}` works.
+
+use std::collections::BTreeMap;
+
+use minijinja::Value;
+use serde_json::Map;
+
+use crate::catalog::{Catalog, Prompt, Role};
+use crate::content::{BlockError, Output, render_block};
+
+/// Why a prompt could not be rendered.
+#[derive(Debug, thiserror::Error)]
+pub enum PromptError {
+    /// A required argument was not given.
+    #[error("missing required argument `{0}`")]
+    MissingArgument(String),
+    /// A message failed to render.
+    #[error(transparent)]
+    Block(#[from] BlockError),
+}
+
+/// Renders `prompt`'s messages with `arguments`.
+pub fn get(
+    catalog: &Catalog,
+    prompt: &Prompt,
+    arguments: &Map<String, serde_json::Value>,
+) -> Result<Vec<(Role, Output)>, PromptError> {
+    let mut context: BTreeMap<String, Value> = BTreeMap::new();
+    let mut given: BTreeMap<String, String> = BTreeMap::new();
+    for (name, value) in arguments {
+        let text = match value {
+            serde_json::Value::String(s) => s.clone(),
+            serde_json::Value::Null => continue,
+            other => other.to_string(),
+        };
+        given.insert(name.clone(), text);
+    }
+    for argument in &prompt.arguments {
+        match given.get(&argument.name) {
+            Some(value) => {
+                context.insert(argument.name.clone(), Value::from(value.clone()));
+            }
+            None if argument.required => return Err(PromptError::MissingArgument(argument.name.clone())),
+            None => {}
+        }
+    }
+    context.insert("arguments".to_owned(), crate::render::to_value(&given));
+    context.insert("data".to_owned(), catalog.data.clone());
+    let context = Value::from(context);
+    prompt.messages.iter().map(|(role, block)| Ok((*role, render_block(catalog, block, &context)?))).collect()
+}

@@ -1,0 +1,44 @@
+//! Reading a resource by URI from a catalog snapshot: fixed resources first,
+//! then resource templates (whose variables the body template sees).
+
+use base64::Engine as _;
+use minijinja::Value;
+
+use crate::catalog::{Body, Catalog};
+use crate::content::{Contents, ResourceBody};
+use crate::render::{self, RenderError};
+
+/// Why a resource could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// No resource or template matches the URI.
+    #[error("resource not found")]
+    NotFound,
+    /// Its body template failed.
+    #[error(transparent)]
+    Render(#[from] RenderError),
+}
+
+/// Reads the resource at `uri`.
+pub fn read(catalog: &Catalog, uri: &str) -> Result<ResourceBody, ReadError> {
+    if let Some(resource) = catalog.resource(uri) {
+        let contents = match &resource.body {
+            Body::Template(template) => {
+                let context = minijinja::context! { data => catalog.data.clone(), uri => uri };
+                Contents::Text(render::render(&catalog.env, template, context)?)
+            }
+            Body::Bytes { bytes, text: true } => Contents::Text(String::from_utf8_lossy(bytes).into_owned()),
+            Body::Bytes { bytes, text: false } => {
+                Contents::Blob(base64::engine::general_purpose::STANDARD.encode(bytes))
+            }
+        };
+        return Ok(ResourceBody { uri: uri.to_owned(), mime_type: resource.mime_type.clone(), contents });
+    }
+    let (template, variables) = catalog.match_template(uri).ok_or(ReadError::NotFound)?;
+    let mut context: std::collections::BTreeMap<String, Value> =
+        variables.into_iter().map(|(name, value)| (name, Value::from(value))).collect();
+    context.insert("data".to_owned(), catalog.data.clone());
+    context.insert("uri".to_owned(), Value::from(uri));
+    let text = render::render(&catalog.env, &template.body, Value::from(context))?;
+    Ok(ResourceBody { uri: uri.to_owned(), mime_type: template.mime_type.clone(), contents: Contents::Text(text) })
+}

@@ -1,0 +1,185 @@
+//! Running a tool: check the arguments against `inputSchema`, run the
+//! effect (if any), then render the result.
+//!
+//! Each effect lives in its own file (`sql` now; `command` and `http` slot in
+//! beside it): an effect takes the arguments and returns the variables its
+//! result template sees (`rows` for `sql`). Every failure a caller can cause
+//! or a catalog can hit at run time becomes an `isError` result, never a
+//! crash and never a protocol error.
+
+pub mod sql;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use minijinja::Value as TemplateValue;
+use serde_json::{Map, Value};
+
+use crate::catalog::{Catalog, Effect, ResultSpec, Tool};
+use crate::content::{Output, render_block};
+use crate::render::{self, RenderError};
+
+/// The result of one tool call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolOutcome {
+    /// Content blocks.
+    pub blocks: Vec<Output>,
+    /// `structuredContent`, for tools with `outputSchema` or `json: true`.
+    pub structured: Option<Value>,
+    /// Whether the call failed.
+    pub is_error: bool,
+}
+
+impl ToolOutcome {
+    /// A failed call with one text block saying why.
+    pub fn error(message: impl Into<String>) -> ToolOutcome {
+        ToolOutcome { blocks: vec![Output::Text(message.into())], structured: None, is_error: true }
+    }
+}
+
+/// Calls `tool` of `catalog` with `arguments`.
+pub async fn call(catalog: &Arc<Catalog>, tool: &Tool, arguments: Map<String, Value>) -> ToolOutcome {
+    let arguments = Value::Object(arguments);
+    let violations: Vec<String> = tool.input.iter_errors(&arguments).map(|e| describe_violation(&e)).collect();
+    if !violations.is_empty() {
+        return ToolOutcome::error(format!("invalid arguments for tool `{}`: {}", tool.name, violations.join("; ")));
+    }
+    let Value::Object(arguments) = arguments else {
+        return ToolOutcome::error("arguments must be an object");
+    };
+    let mut context: BTreeMap<String, TemplateValue> =
+        arguments.iter().map(|(k, v)| (k.clone(), crate::render::to_value(v))).collect();
+    context.insert("arguments".to_owned(), crate::render::to_value(&arguments));
+    context.insert("data".to_owned(), catalog.data.clone());
+    let mut effect_result: Option<Value> = None;
+    if let Some(effect) = &tool.effect {
+        match run_effect(effect, arguments).await {
+            Ok(variables) => {
+                for (name, value) in variables {
+                    context.insert(name.clone(), crate::render::to_value(&value));
+                    effect_result = Some(value);
+                }
+            }
+            Err(message) => return ToolOutcome::error(format!("tool `{}` failed: {message}", tool.name)),
+        }
+    }
+    let context = TemplateValue::from(context);
+    match &tool.result {
+        ResultSpec::Text(template) => match render::render(&catalog.env, template, context) {
+            Ok(text) => finish_text(tool, text),
+            Err(err) => render_failure(err),
+        },
+        ResultSpec::EffectJson => {
+            let value = effect_result.unwrap_or(Value::Null);
+            finish_text(tool, value.to_string())
+        }
+        ResultSpec::Content(blocks) => {
+            let mut out = Vec::with_capacity(blocks.len());
+            for block in blocks {
+                match render_block(catalog, block, &context) {
+                    Ok(output) => out.push(output),
+                    Err(crate::content::BlockError::Render(err)) => return render_failure(err),
+                    Err(err) => return ToolOutcome::error(err.to_string()),
+                }
+            }
+            ToolOutcome { blocks: out, structured: None, is_error: false }
+        }
+    }
+}
+
+async fn run_effect(effect: &Effect, arguments: Map<String, Value>) -> Result<Vec<(String, Value)>, String> {
+    match effect {
+        Effect::Sql { database, statement } => {
+            let database = database.clone();
+            let statement = statement.clone();
+            let rows = tokio::task::spawn_blocking(move || database.execute(&statement, &arguments))
+                .await
+                .map_err(|err| format!("the statement did not finish: {err}"))?
+                .map_err(|err| err.to_string())?;
+            let rows = Value::Array(rows.into_iter().map(Value::Object).collect());
+            Ok(vec![("rows".to_owned(), rows)])
+        }
+    }
+}
+
+fn render_failure(err: RenderError) -> ToolOutcome {
+    ToolOutcome::error(err.to_string())
+}
+
+/// Turns rendered text into the outcome: plain text, or JSON that is also
+/// `structuredContent` (checked against `outputSchema`).
+fn finish_text(tool: &Tool, text: String) -> ToolOutcome {
+    if !tool.structured {
+        return ToolOutcome { blocks: vec![Output::Text(text)], structured: None, is_error: false };
+    }
+    let value: Value = match serde_json::from_str(&text) {
+        Ok(value) => value,
+        Err(err) => {
+            return ToolOutcome::error(format!(
+                "tool `{}` rendered text that is not valid JSON ({err}); a tool with `outputSchema` or `json: true` must render JSON",
+                tool.name
+            ));
+        }
+    };
+    if let Some(output) = &tool.output {
+        let violations: Vec<String> = output.iter_errors(&value).map(|e| describe_violation(&e)).collect();
+        if !violations.is_empty() {
+            return ToolOutcome::error(format!(
+                "tool `{}` produced a result that does not match its outputSchema: {}",
+                tool.name,
+                violations.join("; ")
+            ));
+        }
+    }
+    ToolOutcome { blocks: vec![Output::Text(text)], structured: Some(value), is_error: false }
+}
+
+/// One schema violation in words: the field and the rule it broke.
+pub fn describe_violation(error: &jsonschema::ValidationError<'_>) -> String {
+    use jsonschema::error::ValidationErrorKind as Kind;
+    let path = error.instance_path().as_str();
+    let field = if path.is_empty() {
+        "arguments".to_owned()
+    } else {
+        format!("`{}`", path.trim_start_matches('/').replace('/', "."))
+    };
+    let found: &Value = error.instance().as_ref();
+    match error.kind() {
+        Kind::Required { property } => {
+            let name = property.as_str().map_or_else(|| property.to_string(), str::to_owned);
+            if path.is_empty() { format!("`{name}` is required") } else { format!("{field}.{name} is required") }
+        }
+        Kind::Type { kind } => format!("{field} must be of type {}, got {}", type_name(kind), json_type(found)),
+        Kind::Enum { options } => {
+            let options: Vec<String> =
+                options.as_array().map(|o| o.iter().map(Value::to_string).collect()).unwrap_or_default();
+            format!("{field} must be one of {}, got {found}", options.join(", "))
+        }
+        Kind::AdditionalProperties { unexpected } => {
+            let names: Vec<String> = unexpected.iter().map(|n| format!("`{n}`")).collect();
+            format!("unknown argument {} (additional properties are not allowed)", names.join(", "))
+        }
+        _ => format!("{field}: {error}"),
+    }
+}
+
+fn type_name(kind: &jsonschema::error::TypeKind) -> String {
+    match kind {
+        jsonschema::error::TypeKind::Single(one) => one.to_string(),
+        jsonschema::error::TypeKind::Multiple(many) => {
+            many.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(" or ")
+        }
+    }
+}
+
+fn json_type(value: &Value) -> String {
+    match value {
+        Value::Null => "null".to_owned(),
+        Value::Bool(_) => "boolean".to_owned(),
+        Value::Number(n) if n.is_i64() || n.is_u64() => format!("integer {n}"),
+        Value::Number(n) => format!("number {n}"),
+        Value::String(s) => format!("string {}", Value::String(s.clone())),
+        Value::Array(_) => "array".to_owned(),
+        Value::Object(_) => "object".to_owned(),
+    }
+}

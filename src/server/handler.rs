@@ -1,0 +1,233 @@
+//! The rmcp `ServerHandler` of one client session: each MCP method takes the
+//! current snapshot and answers from it.
+//!
+//! A request reads the snapshot once at its start and uses only that one, so
+//! a reload mid-request never mixes two catalogs.
+#![allow(deprecated)] // MCP logging/subscribe are deprecated by SEP-2577 but part of every version carte serves
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult, CustomRequest, CustomResult,
+    GetPromptRequestParams, GetPromptResponse, InitializeRequestParams, InitializeResult, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, LoggingLevel, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ServerConfig, SetLevelRequestParams,
+    SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use rmcp::{ErrorData, ServerHandler};
+use serde_json::json;
+
+use super::Shared;
+use super::hub::{Session, severity};
+
+/// MCP methods rmcp parses itself: if one reaches `on_custom_request`, its
+/// parameters did not fit, which is -32602, not "method not found".
+const KNOWN_METHODS: &[&str] = &[
+    "initialize",
+    "ping",
+    "server/discover",
+    "tools/list",
+    "tools/call",
+    "prompts/list",
+    "prompts/get",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "completion/complete",
+    "logging/setLevel",
+    "subscriptions/listen",
+];
+
+/// One client session.
+pub struct Handler {
+    shared: Arc<Shared>,
+    session: Arc<Session>,
+}
+
+impl Handler {
+    /// A handler for a new session.
+    pub fn new(shared: Arc<Shared>) -> Handler {
+        let session = shared.hub.new_session();
+        Handler { shared, session }
+    }
+
+    /// Sends a log message about this request, if the client wants it: the
+    /// request's own level on 2026-07-28, else the session's level.
+    fn log(&self, context: &RequestContext<RoleServer>, level: LoggingLevel, logger: &str, data: serde_json::Value) {
+        match context.meta.log_level() {
+            Some(wanted) => {
+                if severity(level) >= severity(wanted) {
+                    let peer = context.peer.clone();
+                    let param = rmcp::model::LoggingMessageNotificationParam::new(level, data).with_logger(logger);
+                    tokio::spawn(async move {
+                        let _ = peer.notify_logging_message(param).await;
+                    });
+                }
+            }
+            None => self.session.log(level, logger, data),
+        }
+    }
+}
+
+impl Drop for Handler {
+    fn drop(&mut self) {
+        self.shared.hub.leave(self.session.id);
+    }
+}
+
+fn cursor(request: Option<PaginatedRequestParams>) -> Option<String> {
+    request.and_then(|params| params.cursor)
+}
+
+impl ServerHandler for Handler {
+    fn get_info(&self) -> ServerConfig {
+        self.shared.snapshot().info.clone()
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        context.peer.set_peer_info(request.clone());
+        self.shared.hub.join(&self.session, context.peer.clone());
+        self.negotiate_initialize(&request)
+    }
+
+    async fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        self.shared.snapshot().list_tools(cursor(request).as_deref())
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let snapshot = self.shared.snapshot();
+        let started = Instant::now();
+        let result = snapshot.call_tool(&request.name, request.arguments).await?;
+        if result.is_error == Some(true) {
+            let text = result.content.iter().find_map(|c| c.as_text().map(|t| t.text.clone())).unwrap_or_default();
+            self.log(&context, LoggingLevel::Notice, "carte.tools", json!({ "tool": request.name, "error": text }));
+        } else {
+            let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
+            self.log(&context, LoggingLevel::Debug, "carte.tools", json!({ "tool": request.name, "ms": elapsed_ms }));
+        }
+        Ok(result.into())
+    }
+
+    async fn list_prompts(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        self.shared.snapshot().list_prompts(cursor(request).as_deref())
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        Ok(self.shared.snapshot().get_prompt(&request.name, request.arguments)?.into())
+    }
+
+    async fn list_resources(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        self.shared.snapshot().list_resources(cursor(request).as_deref())
+    }
+
+    async fn list_resource_templates(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        self.shared.snapshot().list_resource_templates(cursor(request).as_deref())
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let contents = self.shared.snapshot().read_resource(&request.uri)?;
+        Ok(ReadResourceResult::new(contents).into())
+    }
+
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let snapshot = self.shared.snapshot();
+        if snapshot.catalog.resource(&request.uri).is_none() && snapshot.catalog.match_template(&request.uri).is_none()
+        {
+            return Err(ErrorData::resource_not_found(
+                format!("resource not found: {}", request.uri),
+                Some(json!({ "uri": request.uri })),
+            ));
+        }
+        self.session.subscribe(&request.uri);
+        Ok(())
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.session.unsubscribe(&request.uri);
+        Ok(())
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        self.shared.snapshot().complete(&request.r#ref, &request.argument.name, &request.argument.value)
+    }
+
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.session.set_level(request.level);
+        Ok(())
+    }
+
+    fn accepted_subscription_filter(&self, requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
+        Some(requested.clone())
+    }
+
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        if KNOWN_METHODS.contains(&request.method.as_str()) {
+            Err(ErrorData::invalid_params(
+                format!("invalid parameters for `{}`", request.method),
+                Some(json!({ "method": request.method })),
+            ))
+        } else {
+            Err(ErrorData::new(
+                rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+                format!("method not found: {}", request.method),
+                None,
+            ))
+        }
+    }
+}

@@ -1,0 +1,309 @@
+//! One catalog as MCP sees it: the catalog plus everything derived from it
+//! once (the `initialize` answer, the list items as rmcp types), and the
+//! operations that answer MCP requests from it.
+//!
+//! The CLI (`carte list`, `call`, `prompt`, `read`) calls these same
+//! operations, so what it prints is what a client receives.
+
+use std::sync::Arc;
+
+use base64::Engine as _;
+use rmcp::ErrorData;
+use rmcp::model::{
+    CallToolResult, CompleteResult, CompletionInfo, ContentBlock, GetPromptResult, Implementation, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, Prompt, PromptMessage, Reference, Resource,
+    ResourceContents, ResourceTemplate, Role, ServerCapabilities, ServerConfig, Tool,
+};
+use serde_json::{Map, Value, json};
+
+use crate::catalog::{self, Catalog, MediaKind};
+use crate::content::{Contents, Output, ResourceBody};
+use crate::prompt::PromptError;
+use crate::resource::ReadError;
+use crate::run::{self, ToolOutcome};
+
+/// How many items one page of a list holds.
+pub const PAGE_SIZE: usize = 100;
+
+/// Most completion values one answer carries (the MCP limit).
+const MAX_COMPLETIONS: usize = 100;
+
+/// A catalog and its MCP forms, built once.
+pub struct Snapshot {
+    /// The catalog.
+    pub catalog: Arc<Catalog>,
+    /// What `initialize` answers (serverInfo, capabilities, instructions).
+    pub info: ServerConfig,
+    tools: Vec<Tool>,
+    prompts: Vec<Prompt>,
+    resources: Vec<Resource>,
+    resource_templates: Vec<ResourceTemplate>,
+}
+
+/// Which list a request asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ListKind {
+    /// `tools/list`.
+    Tools,
+    /// `prompts/list`.
+    Prompts,
+    /// `resources/list`.
+    Resources,
+    /// `resources/templates/list`.
+    Templates,
+}
+
+impl Snapshot {
+    /// Builds the MCP forms of `catalog`.
+    pub fn new(catalog: Catalog) -> Snapshot {
+        #[allow(deprecated)] // logging is deprecated by SEP-2577 but still part of every version carte serves
+        let capabilities = ServerCapabilities::builder()
+            .enable_logging()
+            .enable_completions()
+            .enable_prompts()
+            .enable_prompts_list_changed()
+            .enable_resources()
+            .enable_resources_subscribe()
+            .enable_resources_list_changed()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .build();
+        let server = &catalog.server;
+        let mut implementation = Implementation::new(server.name.clone(), server.version.clone());
+        if let Some(title) = &server.title {
+            implementation = implementation.with_title(title.clone());
+        }
+        if let Some(description) = &server.description {
+            implementation = implementation.with_description(description.clone());
+        }
+        if let Some(url) = &server.website_url {
+            implementation = implementation.with_website_url(url.clone());
+        }
+        let mut info = ServerConfig::new(capabilities).with_server_info(implementation);
+        if let Some(instructions) = &server.instructions {
+            info = info.with_instructions(instructions.clone());
+        }
+        let tools = catalog.tools.iter().filter_map(|t| item(&t.wire)).collect();
+        let prompts = catalog.prompts.iter().filter_map(|p| item(&p.wire)).collect();
+        let resources = catalog.resources.iter().filter_map(|r| item(&r.wire)).collect();
+        let resource_templates = catalog.resource_templates.iter().filter_map(|t| item(&t.wire)).collect();
+        Snapshot { catalog: Arc::new(catalog), info, tools, prompts, resources, resource_templates }
+    }
+
+    /// One page of `tools/list`.
+    pub fn list_tools(&self, cursor: Option<&str>) -> Result<ListToolsResult, ErrorData> {
+        let (page, next) = paginate(&self.tools, cursor)?;
+        let mut result = ListToolsResult::with_all_items(page.to_vec());
+        result.next_cursor = next;
+        Ok(result)
+    }
+
+    /// One page of `prompts/list`.
+    pub fn list_prompts(&self, cursor: Option<&str>) -> Result<ListPromptsResult, ErrorData> {
+        let (page, next) = paginate(&self.prompts, cursor)?;
+        let mut result = ListPromptsResult::with_all_items(page.to_vec());
+        result.next_cursor = next;
+        Ok(result)
+    }
+
+    /// One page of `resources/list`.
+    pub fn list_resources(&self, cursor: Option<&str>) -> Result<ListResourcesResult, ErrorData> {
+        let (page, next) = paginate(&self.resources, cursor)?;
+        let mut result = ListResourcesResult::with_all_items(page.to_vec());
+        result.next_cursor = next;
+        Ok(result)
+    }
+
+    /// One page of `resources/templates/list`.
+    pub fn list_resource_templates(&self, cursor: Option<&str>) -> Result<ListResourceTemplatesResult, ErrorData> {
+        let (page, next) = paginate(&self.resource_templates, cursor)?;
+        let mut result = ListResourceTemplatesResult::with_all_items(page.to_vec());
+        result.next_cursor = next;
+        Ok(result)
+    }
+
+    /// A whole list as JSON, every page joined, as `carte list` prints it.
+    pub fn list_json(&self, kind: ListKind) -> Value {
+        let (key, items) = match kind {
+            ListKind::Tools => ("tools", serde_json::to_value(&self.tools)),
+            ListKind::Prompts => ("prompts", serde_json::to_value(&self.prompts)),
+            ListKind::Resources => ("resources", serde_json::to_value(&self.resources)),
+            ListKind::Templates => ("resourceTemplates", serde_json::to_value(&self.resource_templates)),
+        };
+        json!({ key: items.unwrap_or(Value::Null) })
+    }
+
+    /// `tools/call`: an unknown tool is -32602; everything else is a result.
+    pub async fn call_tool(
+        &self,
+        name: &str,
+        arguments: Option<Map<String, Value>>,
+    ) -> Result<CallToolResult, ErrorData> {
+        let Some(tool) = self.catalog.tool(name) else {
+            return Err(ErrorData::invalid_params(format!("unknown tool `{name}`"), Some(json!({ "name": name }))));
+        };
+        let outcome = run::call(&self.catalog, tool, arguments.unwrap_or_default()).await;
+        Ok(tool_result(outcome))
+    }
+
+    /// `prompts/get`.
+    pub fn get_prompt(&self, name: &str, arguments: Option<Map<String, Value>>) -> Result<GetPromptResult, ErrorData> {
+        let Some(prompt) = self.catalog.prompt(name) else {
+            return Err(ErrorData::invalid_params(format!("unknown prompt `{name}`"), Some(json!({ "name": name }))));
+        };
+        let messages =
+            crate::prompt::get(&self.catalog, prompt, &arguments.unwrap_or_default()).map_err(|err| match err {
+                PromptError::MissingArgument(argument) => ErrorData::invalid_params(
+                    format!("prompt `{name}` needs argument `{argument}`"),
+                    Some(json!({ "argument": argument })),
+                ),
+                PromptError::Block(err) => {
+                    ErrorData::internal_error(format!("prompt `{name}` failed to render: {err}"), None)
+                }
+            })?;
+        let messages = messages
+            .into_iter()
+            .map(|(role, output)| {
+                let role = match role {
+                    catalog::Role::User => Role::User,
+                    catalog::Role::Assistant => Role::Assistant,
+                };
+                PromptMessage::new(role, content_block(output))
+            })
+            .collect();
+        let mut result = GetPromptResult::new(messages);
+        if let Some(description) = prompt.wire.get("description").and_then(Value::as_str) {
+            result = result.with_description(description);
+        }
+        Ok(result)
+    }
+
+    /// `resources/read`: an unknown URI is -32002 with `data.uri`.
+    pub fn read_resource(&self, uri: &str) -> Result<Vec<ResourceContents>, ErrorData> {
+        match crate::resource::read(&self.catalog, uri) {
+            Ok(body) => Ok(vec![resource_contents(body)]),
+            Err(ReadError::NotFound) => {
+                Err(ErrorData::resource_not_found(format!("resource not found: {uri}"), Some(json!({ "uri": uri }))))
+            }
+            Err(ReadError::Render(err)) => {
+                Err(ErrorData::internal_error(format!("resource `{uri}` failed to render: {err}"), None))
+            }
+        }
+    }
+
+    /// `completion/complete`: values from `complete:` lists that start with
+    /// what was typed.
+    pub fn complete(&self, reference: &Reference, argument: &str, typed: &str) -> Result<CompleteResult, ErrorData> {
+        let values: &[String] = if let Some(name) = reference.as_prompt_name() {
+            let prompt = self
+                .catalog
+                .prompt(name)
+                .ok_or_else(|| ErrorData::invalid_params(format!("unknown prompt `{name}`"), None))?;
+            prompt.arguments.iter().find(|a| a.name == argument).map_or(&[], |a| a.complete.as_slice())
+        } else if let Some(uri) = reference.as_resource_uri() {
+            let template = self
+                .catalog
+                .resource_template(uri)
+                .ok_or_else(|| ErrorData::invalid_params(format!("unknown resource template `{uri}`"), None))?;
+            template.complete.get(argument).map_or(&[], Vec::as_slice)
+        } else {
+            return Err(ErrorData::invalid_params("unsupported completion reference", None));
+        };
+        let typed_lower = typed.to_lowercase();
+        let matching: Vec<&String> = values.iter().filter(|v| v.to_lowercase().starts_with(&typed_lower)).collect();
+        let total = matching.len();
+        let shown: Vec<String> = matching.into_iter().take(MAX_COMPLETIONS).cloned().collect();
+        let has_more = total > shown.len();
+        let info = CompletionInfo::with_pagination(shown, Some(u32::try_from(total).unwrap_or(u32::MAX)), has_more)
+            .map_err(|err| ErrorData::internal_error(err, None))?;
+        Ok(CompleteResult::new(info))
+    }
+}
+
+fn item<T: serde::de::DeserializeOwned>(wire: &Map<String, Value>) -> Option<T> {
+    match serde_json::from_value(Value::Object(wire.clone())) {
+        Ok(item) => Some(item),
+        Err(err) => {
+            tracing::error!("internal: a catalog entry does not convert to MCP: {err}");
+            None
+        }
+    }
+}
+
+/// Opaque cursors: base64 of the offset, so clients cannot mistake them for numbers.
+fn paginate<'a, T>(items: &'a [T], cursor: Option<&str>) -> Result<(&'a [T], Option<String>), ErrorData> {
+    let start = match cursor {
+        None => 0,
+        Some(cursor) => decode_cursor(cursor)
+            .filter(|&offset| offset <= items.len())
+            .ok_or_else(|| ErrorData::invalid_params(format!("invalid cursor `{cursor}`"), None))?,
+    };
+    let end = (start + PAGE_SIZE).min(items.len());
+    let next =
+        (end < items.len()).then(|| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("offset:{end}")));
+    Ok((&items[start..end], next))
+}
+
+fn decode_cursor(cursor: &str) -> Option<usize> {
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(cursor).ok()?;
+    let text = String::from_utf8(bytes).ok()?;
+    text.strip_prefix("offset:")?.parse().ok()
+}
+
+/// A tool outcome as MCP's `CallToolResult`.
+pub fn tool_result(outcome: ToolOutcome) -> CallToolResult {
+    let blocks = outcome.blocks.into_iter().map(content_block).collect();
+    let mut result = if outcome.is_error { CallToolResult::error(blocks) } else { CallToolResult::success(blocks) };
+    result.structured_content = outcome.structured;
+    result
+}
+
+fn content_block(output: Output) -> ContentBlock {
+    match output {
+        Output::Text(text) => ContentBlock::text(text),
+        Output::Media { kind: MediaKind::Image, data, mime_type } => ContentBlock::image(data.to_string(), mime_type),
+        Output::Media { kind: MediaKind::Audio, data, mime_type } => ContentBlock::audio(data.to_string(), mime_type),
+        Output::Resource(body) => ContentBlock::resource(resource_contents(body)),
+        Output::ResourceLink { uri, name, title, description, mime_type } => {
+            let mut resource = Resource::new(uri, name);
+            if let Some(title) = title {
+                resource = resource.with_title(title);
+            }
+            if let Some(description) = description {
+                resource = resource.with_description(description);
+            }
+            if let Some(mime) = mime_type {
+                resource = resource.with_mime_type(mime);
+            }
+            ContentBlock::resource_link(resource)
+        }
+    }
+}
+
+fn resource_contents(body: ResourceBody) -> ResourceContents {
+    let contents = match body.contents {
+        Contents::Text(text) => ResourceContents::text(text, body.uri),
+        Contents::Blob(blob) => ResourceContents::blob(blob, body.uri),
+    };
+    match body.mime_type {
+        Some(mime) => contents.with_mime_type(mime),
+        None => contents,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cursors_round_trip_and_reject_garbage() {
+        let items: Vec<usize> = (0..250).collect();
+        let (page, next) = paginate(&items, None).unwrap();
+        assert_eq!(page.len(), 100);
+        let (page, next) = paginate(&items, next.as_deref()).unwrap();
+        assert_eq!(page[0], 100);
+        let (page, next) = paginate(&items, next.as_deref()).unwrap();
+        assert_eq!((page.len(), next), (50, None));
+        assert_eq!(paginate(&items, Some("nope")).unwrap_err().code, rmcp::model::ErrorCode::INVALID_PARAMS);
+    }
+}
