@@ -47,6 +47,12 @@ pub fn environment() -> Environment<'static> {
     env.set_fuel(Some(FUEL));
     // Output is text or JSON for a model, never HTML: no auto-escaping.
     env.set_auto_escape_callback(|_| minijinja::AutoEscape::None);
+    // `none` (SQL NULL, JSON null) prints as nothing, not "None".
+    env.set_formatter(
+        |out, state, value| {
+            if value.is_none() { Ok(()) } else { minijinja::escape_formatter(out, state, value) }
+        },
+    );
     env.add_function("fail", fail);
     env
 }

@@ -147,10 +147,22 @@ where
         }
         match &message {
             RxJsonRpcMessage::<RoleServer>::Request(request) => {
-                let is_initialize = matches!(request.request, rmcp::model::ClientRequest::InitializeRequest(_));
-                let is_discover = matches!(request.request, rmcp::model::ClientRequest::DiscoverRequest(_));
-                if is_initialize || (!is_discover && text.contains("io.modelcontextprotocol/protocolVersion")) {
-                    self.started = true;
+                use rmcp::model::ClientRequest;
+                let inline = text.contains("io.modelcontextprotocol/protocolVersion");
+                match &request.request {
+                    ClientRequest::InitializeRequest(_) => self.started = true,
+                    ClientRequest::DiscoverRequest(_) | ClientRequest::PingRequest(_) => {}
+                    _ if inline => self.started = true,
+                    _ => {
+                        let id = serde_json::to_value(&request.id).unwrap_or(Value::Null);
+                        self.reply_error(
+                            id,
+                            -32600,
+                            "Invalid Request: the session has not started; send `initialize` first \
+                             (or, for protocol 2026-07-28, the request metadata in `_meta`)",
+                        );
+                        return None;
+                    }
                 }
                 Some(message)
             }

@@ -1,0 +1,214 @@
+//! Test helpers: run the real `carte` binary and speak MCP to it over
+//! stdio as raw JSON lines, with every wait bounded.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+/// How long any single wait may take before the test fails.
+pub const TIMEOUT: Duration = Duration::from_secs(20);
+
+/// A temporary folder that is removed when dropped.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(name: &str) -> TempDir {
+        let path = std::env::temp_dir().join(format!(
+            "carte-test-{name}-{}-{}",
+            std::process::id(),
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos()
+        ));
+        std::fs::create_dir_all(&path).unwrap();
+        TempDir(path)
+    }
+
+    pub fn write(&self, name: &str, text: &str) -> PathBuf {
+        let path = self.0.join(name);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).unwrap();
+        }
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+pub fn carte() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_carte"))
+}
+
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A running `carte serve` and what it wrote to stdout, line by line.
+pub struct Server {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<Value>,
+    /// Notifications seen while waiting for responses.
+    pub notifications: Vec<Value>,
+    next_id: i64,
+}
+
+impl Server {
+    pub fn start(catalog: &Path, envs: &[(&str, &str)]) -> Server {
+        Self::start_with(catalog, envs, &[])
+    }
+
+    pub fn start_with(catalog: &Path, envs: &[(&str, &str)], extra_args: &[&str]) -> Server {
+        let mut command = carte();
+        command.arg("serve").args(extra_args).arg(catalog);
+        command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null());
+        for (key, value) in envs {
+            command.env(key, value);
+        }
+        let mut child = command.spawn().expect("carte starts");
+        let stdout = child.stdout.take().unwrap();
+        let (sender, lines) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let value: Value =
+                    serde_json::from_str(&line).unwrap_or_else(|err| panic!("stdout line is not JSON ({err}): {line}"));
+                if sender.send(value).is_err() {
+                    break;
+                }
+            }
+        });
+        let stdin = child.stdin.take();
+        Server { child, stdin, lines, notifications: Vec::new(), next_id: 1000 }
+    }
+
+    /// Starts and initializes (legacy handshake, 2025-11-25).
+    pub fn initialized(catalog: &Path, envs: &[(&str, &str)]) -> Server {
+        let mut server = Server::start(catalog, envs);
+        let response = server.request(
+            "initialize",
+            json!({
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": { "name": "carte-tests", "version": "1" }
+            }),
+        );
+        assert!(response.get("result").is_some(), "initialize failed: {response}");
+        server.notify("notifications/initialized", json!({}));
+        server
+    }
+
+    pub fn send_raw(&mut self, bytes: &[u8]) {
+        let stdin = self.stdin.as_mut().expect("stdin open");
+        stdin.write_all(bytes).unwrap();
+        stdin.flush().unwrap();
+    }
+
+    pub fn send(&mut self, message: &Value) {
+        let mut line = serde_json::to_vec(message).unwrap();
+        line.push(b'\n');
+        self.send_raw(&line);
+    }
+
+    pub fn notify(&mut self, method: &str, params: Value) {
+        self.send(&json!({ "jsonrpc": "2.0", "method": method, "params": params }));
+    }
+
+    /// Sends a request and waits for its response (the whole message).
+    pub fn request(&mut self, method: &str, params: Value) -> Value {
+        self.next_id += 1;
+        let id = self.next_id;
+        self.send(&json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }));
+        self.response(&json!(id))
+    }
+
+    /// The `result` of a request that must succeed.
+    pub fn result(&mut self, method: &str, params: Value) -> Value {
+        let response = self.request(method, params);
+        response.get("result").cloned().unwrap_or_else(|| panic!("{method} failed: {response}"))
+    }
+
+    /// The `error` of a request that must fail.
+    pub fn error(&mut self, method: &str, params: Value) -> Value {
+        let response = self.request(method, params);
+        response.get("error").cloned().unwrap_or_else(|| panic!("{method} should fail: {response}"))
+    }
+
+    /// Waits for the response with `id`, keeping notifications seen meanwhile.
+    pub fn response(&mut self, id: &Value) -> Value {
+        let deadline = Instant::now() + TIMEOUT;
+        loop {
+            let message = self.next_message(deadline).unwrap_or_else(|| panic!("no response to request {id}"));
+            if message.get("id") == Some(id) && message.get("method").is_none() {
+                return message;
+            }
+            self.keep(message);
+        }
+    }
+
+    /// The next message of any kind, within the timeout.
+    pub fn next_message(&mut self, deadline: Instant) -> Option<Value> {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match self.lines.recv_timeout(left) {
+            Ok(message) => Some(message),
+            Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => None,
+        }
+    }
+
+    fn keep(&mut self, message: Value) {
+        if message.get("method").is_some() && message.get("id").is_none() {
+            self.notifications.push(message);
+        } else {
+            panic!("unexpected message: {message}");
+        }
+    }
+
+    /// Waits until a notification with `method` has arrived (and removes it).
+    pub fn wait_notification(&mut self, method: &str) -> Value {
+        let deadline = Instant::now() + TIMEOUT;
+        loop {
+            if let Some(idx) = self.notifications.iter().position(|n| n["method"] == method) {
+                return self.notifications.remove(idx);
+            }
+            let message = self.next_message(deadline).unwrap_or_else(|| panic!("no {method} notification arrived"));
+            self.keep(message);
+        }
+    }
+
+    /// Closes stdin and waits (bounded) for the process to exit.
+    pub fn finish(mut self) -> std::process::ExitStatus {
+        drop(self.stdin.take());
+        let deadline = Instant::now() + TIMEOUT;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "carte did not exit after stdin closed");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The text of a tool result's first block.
+pub fn text(result: &Value) -> String {
+    result["content"][0]["text"].as_str().unwrap_or_else(|| panic!("no text in {result}")).to_owned()
+}
