@@ -5,7 +5,7 @@
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::sync::mpsc::{Receiver, channel};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -161,10 +161,7 @@ impl Server {
     /// The next message of any kind, within the timeout.
     pub fn next_message(&mut self, deadline: Instant) -> Option<Value> {
         let left = deadline.saturating_duration_since(Instant::now());
-        match self.lines.recv_timeout(left) {
-            Ok(message) => Some(message),
-            Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => None,
-        }
+        self.lines.recv_timeout(left).ok()
     }
 
     fn keep(&mut self, message: Value) {
