@@ -177,18 +177,28 @@ impl SourceCache {
 }
 
 /// Edit distance between two short strings (for "did you mean").
+/// A swap of two neighbouring letters counts as one edit (`titel` → `title`).
 pub fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let cost = usize::from(!ca.eq_ignore_ascii_case(cb));
-            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
-        }
-        prev = cur;
+    let a: Vec<char> = a.chars().map(|c| c.to_ascii_lowercase()).collect();
+    let b: Vec<char> = b.chars().map(|c| c.to_ascii_lowercase()).collect();
+    let mut rows = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in rows.iter_mut().enumerate() {
+        row[0] = i;
     }
-    prev[b.len()]
+    for j in 0..=b.len() {
+        rows[0][j] = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut best = (rows[i - 1][j - 1] + cost).min(rows[i - 1][j] + 1).min(rows[i][j - 1] + 1);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                best = best.min(rows[i - 2][j - 2] + 1);
+            }
+            rows[i][j] = best;
+        }
+    }
+    rows[a.len()][b.len()]
 }
 
 /// The candidate closest to `word`, if it is close enough to be a likely typo.
@@ -215,6 +225,7 @@ mod tests {
         assert_eq!(did_you_mean("descripton", ["name", "description"]), Some("description"));
         assert_eq!(did_you_mean("input_schema", ["inputSchema", "name"]), Some("inputSchema"));
         assert_eq!(did_you_mean("zzz", ["name", "description"]), None);
+        assert_eq!(did_you_mean("titel", ["name", "title"]), Some("title"));
     }
 
     #[test]

@@ -252,7 +252,7 @@ fn check(paths: &[PathBuf], format: Format) -> ExitCode {
     for path in paths {
         let loaded = catalog::load(path);
         let catalog: Option<Catalog> = loaded.catalog;
-        unreadable |= loaded.diagnostics.iter().any(|d| d.code == "io" && d.location.file == *path);
+        unreadable |= loaded.diagnostics.iter().any(|d| d.code == "unreadable");
         invalid |= catalog.is_none();
         all.extend(loaded.diagnostics);
     }

@@ -101,8 +101,8 @@ pub fn assemble(
             Err(err) => {
                 let message = format!("cannot read catalog file `{}`: {}", path.display(), io_reason(&err));
                 let diagnostic = match included_from {
-                    Some(location) => Diagnostic::error("io", location, message),
-                    None => Diagnostic::error("io", Location::file_start(&path), message),
+                    Some(location) => Diagnostic::error("include", location, message),
+                    None => Diagnostic::error("unreadable", Location::file_start(&path), message),
                 };
                 diagnostics.push(diagnostic);
                 if first {
@@ -122,16 +122,15 @@ pub fn assemble(
             }
         };
         assembled.files.push(parsed.positions.clone());
-        let file = match check_file(&parsed) {
-            Ok(file) => file,
+        let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        let includes = match check_file(&parsed) {
+            Ok(file) => merge(&mut assembled, &mut data_origin, file_idx, file, first, diagnostics),
             Err(problems) => {
                 diagnostics.extend(problems);
-                first = false;
-                continue;
+                // Still read the includes, so their problems are reported in this run too.
+                raw_includes(&parsed.value)
             }
         };
-        let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
-        let includes = merge(&mut assembled, &mut data_origin, file_idx, file, first, diagnostics);
         // Includes are read after this file, in the order written.
         let mut found = Vec::new();
         for (idx, pattern) in includes.iter().enumerate() {
@@ -149,6 +148,16 @@ pub fn assemble(
         first = false;
     }
     Some(assembled)
+}
+
+/// The include patterns of a file that failed its structural check, where
+/// they are still readable.
+fn raw_includes(value: &Value) -> Vec<String> {
+    match value.get("include") {
+        Some(Value::String(one)) => vec![one.clone()],
+        Some(Value::Array(many)) => many.iter().filter_map(Value::as_str).map(str::to_owned).collect(),
+        _ => Vec::new(),
+    }
 }
 
 fn io_reason(err: &std::io::Error) -> String {
@@ -199,7 +208,10 @@ fn expand_include(
     if matched.is_empty() {
         diagnostics.push(
             Diagnostic::warning("include", location.clone(), format!("include pattern `{pattern}` matches no files"))
-                .with_hint(format!("it is resolved relative to `{}`", base.display())),
+                .with_hint(format!(
+                    "it is resolved relative to `{}`",
+                    if base.as_os_str().is_empty() { Path::new(".") } else { base }.display()
+                )),
         );
     }
     matched

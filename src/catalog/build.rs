@@ -139,16 +139,18 @@ impl Builder<'_> {
         }
     }
 
+    /// The templates folder the catalog asks for, whether it exists or not.
+    fn configured_templates_dir(&self) -> PathBuf {
+        match self.assembled.server.as_ref().and_then(|s| s.spec.templates.as_ref().map(|t| (s, t))) {
+            Some((server, templates)) => self.assembled.base_dir(&server.origin).join(templates),
+            None => self.assembled.files[0].file.parent().map(Path::to_path_buf).unwrap_or_default().join("templates"),
+        }
+    }
+
     /// Reads every file of the templates folder into the environment.
     fn load_template_files(&mut self) {
-        let root_dir = self.assembled.files[0].file.parent().map(Path::to_path_buf).unwrap_or_default();
-        let (dir, explicit) =
-            match self.assembled.server.as_ref().and_then(|s| s.spec.templates.as_ref().map(|t| (s, t))) {
-                Some((server, templates)) => {
-                    (self.assembled.base_dir(&server.origin).join(templates), Some(server.origin.clone()))
-                }
-                None => (root_dir.join("templates"), None),
-            };
+        let dir = self.configured_templates_dir();
+        let explicit = self.assembled.server.as_ref().filter(|s| s.spec.templates.is_some()).map(|s| s.origin.clone());
         if !dir.is_dir() {
             if let Some(origin) = explicit {
                 let location = self.assembled.locate(&origin, "/templates");
@@ -259,7 +261,8 @@ impl Builder<'_> {
         let bad: Vec<char> =
             name.chars().filter(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))).collect();
         if name.is_empty() {
-            self.error("name", location, format!("{kind} name is empty"));
+            self.error("name", location, format!("{kind} name is empty")).hint =
+                Some("give it a short name of letters, digits, `_`, `.` or `-`, e.g. `get_quote`".to_owned());
         } else if !bad.is_empty() {
             let suggestion: String = name
                 .chars()
@@ -279,10 +282,10 @@ impl Builder<'_> {
         }
     }
 
-    fn check_description(&mut self, kind: &str, description: Option<&String>, origin: &Origin) {
+    fn check_description(&mut self, kind: &str, name: &str, description: Option<&String>, origin: &Origin) {
         if description.is_none_or(|d| d.trim().is_empty()) {
             let location = self.assembled.locate(origin, "/description");
-            self.warn("empty-description", location, format!("{kind} has no description")).hint = Some(
+            self.warn("empty-description", location, format!("{kind} `{name}` has no description")).hint = Some(
                 "models choose tools and prompts by their description; say what it does and when to use it".to_owned(),
             );
         }
@@ -292,22 +295,41 @@ impl Builder<'_> {
     fn schema(&mut self, schema: &Map<String, Value>, origin: &Origin, key: &str) -> Option<jsonschema::Validator> {
         let location = self.assembled.locate(origin, &format!("/{key}"));
         let value = Value::Object(schema.clone());
-        let mut ok = true;
-        if schema.get("type").and_then(Value::as_str) != Some("object") {
-            self.error("schema-type", location.clone(), format!("`{key}` must have `type: object` at the top")).hint =
-                Some("MCP passes arguments as an object: `type: object` with `properties:`".to_owned());
-            ok = false;
-        }
-        if let Err(err) = jsonschema::meta::validate(&value) {
+        let meta = match jsonschema::meta::validator_for(&value) {
+            Ok(meta) => meta,
+            Err(err) => {
+                let location = self.assembled.locate(origin, &format!("/{key}/$schema"));
+                self.error(
+                    "schema-invalid",
+                    location,
+                    format!("`{key}` names a meta-schema carte does not know: {err}"),
+                )
+                .hint = Some("leave out `$schema` (2020-12 is the default) or use a standard draft's URL".to_owned());
+                return None;
+            }
+        };
+        let mut reported: Vec<String> = Vec::new();
+        for err in meta.iter_errors(&value) {
             let path = err.instance_path().as_str().to_owned();
+            if reported.iter().any(|seen| path.starts_with(seen.as_str())) {
+                continue; // one message per place is enough
+            }
             let location = self.assembled.locate(origin, &format!("/{key}{path}"));
-            self.error("schema-invalid", location, format!("`{key}` is not a valid JSON Schema: {err}")).hint =
-                Some("see https://json-schema.org/understanding-json-schema/ for the keywords (2020-12)".to_owned());
+            let (message, hint) = explain_schema_error(key, &path, &err);
+            self.error("schema-invalid", location, message).hint = Some(hint);
+            reported.push(path);
+        }
+        if !reported.is_empty() {
+            return None;
+        }
+        if schema.get("type").and_then(Value::as_str) != Some("object") {
+            let what = if key == "inputSchema" { "arguments" } else { "structured results" };
+            self.error("schema-type", location, format!("`{key}` must have `type: object` at the top")).hint =
+                Some(format!("MCP passes {what} as an object: write `type: object` with `properties:`"));
             return None;
         }
         match jsonschema::validator_for(&value) {
-            Ok(validator) if ok => Some(validator),
-            Ok(_) => None,
+            Ok(validator) => Some(validator),
             Err(err) => {
                 self.error("schema-invalid", location, format!("`{key}` cannot be compiled: {err}"));
                 None
@@ -346,11 +368,10 @@ impl Builder<'_> {
         let location = self.assembled.locate(origin, below);
         if !self.template_files.contains_key(name) {
             let known: Vec<String> = self.template_files.keys().cloned().collect();
-            let dir = self
-                .templates_dir
-                .as_ref()
-                .map(|d| d.display().to_string())
-                .unwrap_or_else(|| "templates/ (missing)".to_owned());
+            let dir = match &self.templates_dir {
+                Some(dir) => dir.display().to_string(),
+                None => format!("{} (which does not exist)", self.configured_templates_dir().display()),
+            };
             let hint = match did_you_mean(name, known.iter().map(String::as_str)) {
                 Some(close) => format!("did you mean `{close}`?"),
                 None => format!("template files are looked up in `{dir}`"),
@@ -511,7 +532,7 @@ impl Builder<'_> {
         let spec = &decl.spec;
         let origin = &decl.origin;
         self.check_name("tool", &spec.name, origin);
-        self.check_description("tool", spec.description.as_ref(), origin);
+        self.check_description("tool", &spec.name, spec.description.as_ref(), origin);
         let input_schema = spec.input_schema.clone().unwrap_or_else(|| {
             let mut empty = Map::new();
             empty.insert("type".to_owned(), json!("object"));
@@ -526,6 +547,7 @@ impl Builder<'_> {
             .map(|p| p.keys().cloned().collect())
             .unwrap_or_default();
         let run = &spec.run;
+        let errors_before = self.diagnostics.iter().filter(|d| d.is_error()).count();
         let effect = self.effect(run, &properties, origin);
         let mut names = properties.clone();
         names.extend(["data".to_owned(), "arguments".to_owned()]);
@@ -540,7 +562,9 @@ impl Builder<'_> {
         {
             scope.used.extend(params);
         }
-        if !scope.used.contains("arguments") {
+        // Where a template or statement could not be checked, "unused" would be a guess.
+        let checked = self.diagnostics.iter().filter(|d| d.is_error()).count() == errors_before;
+        if checked && !scope.used.contains("arguments") {
             for property in &properties {
                 if !scope.used.contains(property) {
                     let location = self.assembled.locate_key(origin, &format!("/inputSchema/properties/{property}"));
@@ -633,14 +657,17 @@ impl Builder<'_> {
                 ok.then(|| Effect::Sql { database, statement: sql.statement.clone() })
             }
             Err(message) => {
+                let hint = if message.contains("positional") {
+                    "name each parameter after a property of `inputSchema`, e.g. `WHERE id = :id`"
+                } else {
+                    "it is checked against the database after `setup` ran; check table and column names"
+                };
                 self.error(
                     "sql",
                     location,
                     format!("statement does not prepare against database `{}`: {message}", sql.database),
                 )
-                .hint = Some(
-                    "it is checked against the database after `setup` ran; check table and column names".to_owned(),
-                );
+                .hint = Some(hint.to_owned());
                 None
             }
         }
@@ -695,7 +722,7 @@ impl Builder<'_> {
         let spec = &decl.spec;
         let origin = &decl.origin;
         self.check_name("prompt", &spec.name, origin);
-        self.check_description("prompt", spec.description.as_ref(), origin);
+        self.check_description("prompt", &spec.name, spec.description.as_ref(), origin);
         let mut arguments = Vec::new();
         let mut seen: HashMap<&str, usize> = HashMap::new();
         for (idx, argument) in spec.arguments.iter().flatten().enumerate() {
@@ -716,6 +743,7 @@ impl Builder<'_> {
         names.extend(["data".to_owned(), "arguments".to_owned()]);
         let mut scope = Scope::new(names);
         let owner = format!("prompt {}:", spec.name);
+        let errors_before = self.diagnostics.iter().filter(|d| d.is_error()).count();
         let mut messages = Vec::new();
         let mut ok = true;
         if spec.messages.is_empty() {
@@ -730,7 +758,8 @@ impl Builder<'_> {
                 None => ok = false,
             }
         }
-        if !scope.used.contains("arguments") {
+        let checked = self.diagnostics.iter().filter(|d| d.is_error()).count() == errors_before;
+        if checked && !scope.used.contains("arguments") {
             for (idx, argument) in arguments.iter().enumerate() {
                 if !scope.used.contains(&argument.name) {
                     let location = self.assembled.locate(origin, &format!("/arguments/{idx}/name"));
@@ -777,8 +806,13 @@ impl Builder<'_> {
         let origin = &decl.origin;
         if let Err(reason) = check_uri(&spec.uri) {
             let location = self.assembled.locate(origin, "/uri");
+            let hint = if reason.contains("scheme") {
+                "a URI starts with a scheme, e.g. `myapp://policy` or `file:///path`"
+            } else {
+                "URIs cannot hold spaces or quotes; percent-encode them (a space is %20)"
+            };
             self.error("resource-uri", location, format!("`{}` is not a valid URI: {reason}", spec.uri)).hint =
-                Some("a URI starts with a scheme, e.g. `myapp://policy` or `file:///path`".to_owned());
+                Some(hint.to_owned());
         }
         let sources: Vec<&str> =
             [("text", spec.text.is_some()), ("template", spec.template.is_some()), ("file", spec.file.is_some())]
@@ -966,10 +1000,9 @@ impl Builder<'_> {
                         let previous_location = assembled.locate(previous, previous_key);
                         self.error("duplicate", location, format!("{kind} `{name}` is declared twice"))
                             .with_note_mut("first declared here", previous_location)
-                            .hint = Some(
-                            "names must be unique across the catalog and all its includes; rename or remove one"
-                                .to_owned(),
-                        );
+                            .hint = Some(format!(
+                            "each {kind} must be unique across the catalog and all its includes; rename or remove one"
+                        ));
                     }
                     None => {
                         first.insert(name, (origin, key));
@@ -1028,6 +1061,36 @@ impl NoteMut for Diagnostic {
     fn with_note_mut(&mut self, message: &str, location: Location) -> &mut Self {
         self.notes.push(crate::diag::Note { message: message.to_owned(), location });
         self
+    }
+}
+
+/// Words for a JSON Schema that breaks its meta-schema, for the common cases.
+fn explain_schema_error(key: &str, path: &str, err: &jsonschema::ValidationError<'_>) -> (String, String) {
+    const TYPES: [&str; 7] = ["string", "number", "integer", "boolean", "object", "array", "null"];
+    let keyword = path.rsplit('/').next().unwrap_or_default();
+    let place = if path.is_empty() { format!("`{key}`") } else { format!("`{key}{}`", path.replace('/', ".")) };
+    let found = err.instance();
+    match keyword {
+        "type" => {
+            let written = found.as_str().map_or_else(|| found.to_string(), str::to_owned);
+            let hint = match did_you_mean(&written, TYPES) {
+                Some(close) => format!("did you mean `{close}`?"),
+                None => format!("JSON Schema types are: {}", TYPES.join(", ")),
+            };
+            (format!("{place}: `{written}` is not a JSON Schema type"), hint)
+        }
+        "required" => {
+            (format!("{place} must be a list of property names"), "write e.g. `required: [room, hours]`".to_owned())
+        }
+        "properties" => (
+            format!("{place} must map each property name to its schema"),
+            "write e.g. `properties: { room: { type: string } }`".to_owned(),
+        ),
+        "enum" => (format!("{place} must be a list of allowed values"), "write e.g. `enum: [basic, pro]`".to_owned()),
+        _ => (
+            format!("{place} is not valid JSON Schema: {err}"),
+            "see https://json-schema.org/understanding-json-schema/ for the keywords (2020-12)".to_owned(),
+        ),
     }
 }
 

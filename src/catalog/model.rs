@@ -93,7 +93,7 @@ pub struct ServerSpec {
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DatabaseSpec {
-    /// `sqlite:path/to/file.db` (relative to this file) or `sqlite::memory:`.
+    /// `sqlite:path/to/file.db` (relative to this file) or `"sqlite::memory:"` (quoted: it ends in a colon).
     pub url: String,
     /// Statements run at load, in order; they must be idempotent (`CREATE TABLE IF NOT EXISTS …`).
     #[serde(default)]

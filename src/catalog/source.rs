@@ -178,8 +178,10 @@ fn yaml_error(path: &Path, err: &serde_yaml::Error) -> Diagnostic {
         message.truncate(idx);
     }
     let hint = if message.contains("mapping values are not allowed") {
-        Some("a value containing `: ` must be quoted, e.g. description: \"Note: …\"")
-    } else if message.contains("found character that cannot start any token") {
+        Some(
+            "a value containing `: ` or ending in `:` must be quoted, e.g. description: \"Note: …\" or url: \"sqlite::memory:\"",
+        )
+    } else if message.contains("found character that cannot start any token") || message.contains("tab character") {
         Some("YAML does not allow tabs for indentation; indent with spaces")
     } else if message.contains("did not find expected key") || message.contains("block mapping") {
         Some("check the indentation of this line against the lines above it")

@@ -107,6 +107,12 @@ fn explain(
         }
         Kind::Required { property } => {
             let key = property.as_str().unwrap_or_default();
+            // `uri_template:` already got "MCP spells it uriTemplate"; saying it is missing too is noise.
+            let snake_present =
+                CAMEL_CASE.iter().any(|(snake, camel)| *camel == key && error.instance().get(*snake).is_some());
+            if snake_present {
+                return;
+            }
             problems.push(
                 Diagnostic::error(
                     "missing-key",
@@ -305,10 +311,51 @@ pub fn describe(root: &Value, pointer: &str) -> String {
         (None, _) => (String::new(), &segments[1..]),
     };
     if owner.is_empty() {
-        let path = std::iter::once(first.as_str()).chain(rest.iter().map(String::as_str)).collect::<Vec<_>>().join(".");
-        return format!("`{path}`");
+        let mut path = vec![first.clone()];
+        path.extend(rest.iter().cloned());
+        return readable_path(&path);
     }
-    if rest.is_empty() { owner } else { format!("`{}` of {owner}", rest.join(".")) }
+    if rest.is_empty() { owner } else { format!("{} of {owner}", readable_path(rest)) }
+}
+
+/// `["messages", "0", "role"]` → "`role` of message #1": list indexes are
+/// counted from one and named after their list.
+fn readable_path(segments: &[String]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut keys: Vec<&str> = Vec::new();
+    for segment in segments {
+        match segment.parse::<usize>() {
+            Ok(idx) if !keys.is_empty() => {
+                let list = keys.pop().unwrap_or_default();
+                if !keys.is_empty() {
+                    parts.push(format!("`{}`", keys.join(".")));
+                    keys.clear();
+                }
+                parts.push(format!("{} #{}", singular(list), idx + 1));
+            }
+            _ => keys.push(segment),
+        }
+    }
+    if !keys.is_empty() {
+        parts.push(format!("`{}`", keys.join(".")));
+    }
+    parts.reverse();
+    parts.join(" of ")
+}
+
+fn singular(list: &str) -> String {
+    match list {
+        "messages" => "message".to_owned(),
+        "arguments" => "argument".to_owned(),
+        "content" => "content block".to_owned(),
+        "setup" => "setup statement".to_owned(),
+        "include" => "include pattern".to_owned(),
+        "tools" => "tool".to_owned(),
+        "prompts" => "prompt".to_owned(),
+        "resources" => "resource".to_owned(),
+        "resourceTemplates" => "resource template".to_owned(),
+        other => format!("item of `{other}`"),
+    }
 }
 
 #[cfg(test)]
@@ -365,7 +412,7 @@ mod tests {
         let found = problems("prompts:\n  - name: p\n    messages:\n      - { role: system, text: x }\n");
         assert_eq!(
             found[0].message,
-            "`messages.0.role` of prompt `p` should be one of `user`, `assistant`, found `system`"
+            "`role` of message #1 of prompt `p` should be one of `user`, `assistant`, found `system`"
         );
     }
 }

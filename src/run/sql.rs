@@ -89,14 +89,14 @@ impl Database {
     /// Runs one `setup` statement (or several, separated by `;`).
     pub fn run_setup(&self, statements: &str) -> Result<(), String> {
         let connection = self.lock();
-        connection.execute_batch(statements).map_err(|err| err.to_string())
+        connection.execute_batch(statements).map_err(|err| tidy_message(&err.to_string(), statements))
     }
 
     /// Prepares `statement` without running it: the names of its `:params`,
     /// or SQLite's complaint (a wrong column or table name, a syntax error).
     pub fn check(&self, statement: &str) -> Result<Vec<String>, String> {
         let connection = self.lock();
-        let prepared = connection.prepare(statement).map_err(|err| err.to_string())?;
+        let prepared = connection.prepare(statement).map_err(|err| tidy_message(&err.to_string(), statement))?;
         let mut names = Vec::new();
         for idx in 1..=prepared.parameter_count() {
             match prepared.parameter_name(idx) {
@@ -144,6 +144,16 @@ impl Database {
         // A panic while holding the lock cannot leave SQLite inconsistent
         // (the transaction rolls back on drop), so a poisoned lock is usable.
         self.connection.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// SQLite repeats the whole statement in its messages (`… in SELECT … at
+/// offset 7`); the diagnostic already points at it.
+fn tidy_message(message: &str, statement: &str) -> String {
+    let head: String = statement.trim_start().chars().take(12).collect();
+    match message.find(&format!(" in {head}")) {
+        Some(idx) if !head.is_empty() => message[..idx].to_owned(),
+        _ => message.to_owned(),
     }
 }
 

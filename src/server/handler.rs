@@ -55,20 +55,25 @@ impl Handler {
         Handler { shared, session }
     }
 
-    /// Sends a log message about this request, if the client wants it: the
-    /// request's own level on 2026-07-28, else the session's level.
-    fn log(&self, context: &RequestContext<RoleServer>, level: LoggingLevel, logger: &str, data: serde_json::Value) {
-        match context.meta.log_level() {
-            Some(wanted) => {
-                if severity(level) >= severity(wanted) {
-                    let peer = context.peer.clone();
-                    let param = rmcp::model::LoggingMessageNotificationParam::new(level, data).with_logger(logger);
-                    tokio::spawn(async move {
-                        let _ = peer.notify_logging_message(param).await;
-                    });
-                }
-            }
-            None => self.session.log(level, logger, data),
+    /// Sends a log message about this request, before its response, if the
+    /// client wants it: on 2026-07-28 the request's own `logLevel` (none: no
+    /// messages), else the session's level. `data` is built only if sent.
+    async fn log(
+        &self,
+        context: &RequestContext<RoleServer>,
+        level: LoggingLevel,
+        logger: &str,
+        data: impl FnOnce() -> serde_json::Value,
+    ) {
+        let modern = context.protocol_version().is_some_and(|v| !v.has_initialize());
+        let wanted = match context.meta.log_level() {
+            Some(wanted) => wanted,
+            None if modern => return,
+            None => self.session.level(),
+        };
+        if severity(level) >= severity(wanted) {
+            let param = rmcp::model::LoggingMessageNotificationParam::new(level, data()).with_logger(logger);
+            let _ = context.peer.notify_logging_message(param).await;
         }
     }
 }
@@ -116,10 +121,17 @@ impl ServerHandler for Handler {
         let result = snapshot.call_tool(&request.name, request.arguments).await?;
         if result.is_error == Some(true) {
             let text = result.content.iter().find_map(|c| c.as_text().map(|t| t.text.clone())).unwrap_or_default();
-            self.log(&context, LoggingLevel::Notice, "carte.tools", json!({ "tool": request.name, "error": text }));
+            self.log(&context, LoggingLevel::Notice, "carte.tools", || json!({ "tool": request.name, "error": text }))
+                .await;
         } else {
             let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
-            self.log(&context, LoggingLevel::Debug, "carte.tools", json!({ "tool": request.name, "ms": elapsed_ms }));
+            self.log(
+                &context,
+                LoggingLevel::Debug,
+                "carte.tools",
+                || json!({ "tool": request.name, "ms": elapsed_ms }),
+            )
+            .await;
         }
         Ok(result.into())
     }

@@ -92,9 +92,14 @@ impl Session {
         *lock(&self.level) = Some(level);
     }
 
+    /// The level this session gets log messages at.
+    pub fn level(&self) -> LoggingLevel {
+        lock(&self.level).unwrap_or(DEFAULT_LEVEL)
+    }
+
     /// Whether a message at `level` goes to this session.
     pub fn admits(&self, level: LoggingLevel) -> bool {
-        severity(level) >= severity(lock(&self.level).unwrap_or(DEFAULT_LEVEL))
+        severity(level) >= severity(self.level())
     }
 
     /// Sends a log message if this session's level admits it, without waiting.
