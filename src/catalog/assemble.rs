@@ -160,7 +160,8 @@ fn raw_includes(value: &Value) -> Vec<String> {
     }
 }
 
-fn io_reason(err: &std::io::Error) -> String {
+/// Why a file could not be read, in a few plain words.
+pub fn io_reason(err: &std::io::Error) -> String {
     match err.kind() {
         std::io::ErrorKind::NotFound => "no such file".to_owned(),
         std::io::ErrorKind::PermissionDenied => "permission denied".to_owned(),

@@ -12,7 +12,7 @@ use base64::Engine as _;
 use indexmap::IndexMap;
 use serde_json::{Map, Value, json};
 
-use super::assemble::{Assembled, Declared, Origin};
+use super::assemble::{Assembled, Declared, Origin, io_reason};
 use super::model::{ContentSpec, MediaSpec, PromptSpec, ResourceSpec, ResourceTemplateSpec, RunSpec, ToolSpec};
 use super::{
     Block, Body, Catalog, Effect, MediaKind, Prompt, PromptArgument, Resource, ResourceTemplate, ResultSpec,
@@ -1128,22 +1128,14 @@ fn check_uri(uri: &str) -> Result<(), String> {
 }
 
 fn read_limited(path: &Path) -> Result<Vec<u8>, String> {
-    let metadata = std::fs::metadata(path).map_err(|err| io_text(&err))?;
+    let metadata = std::fs::metadata(path).map_err(|err| io_reason(&err))?;
     if !metadata.is_file() {
         return Err("not a file".to_owned());
     }
     if metadata.len() > MAX_FILE_BYTES {
         return Err(format!("file is larger than {} MiB", MAX_FILE_BYTES / 1024 / 1024));
     }
-    std::fs::read(path).map_err(|err| io_text(&err))
-}
-
-fn io_text(err: &std::io::Error) -> String {
-    match err.kind() {
-        std::io::ErrorKind::NotFound => "no such file".to_owned(),
-        std::io::ErrorKind::PermissionDenied => "permission denied".to_owned(),
-        _ => err.to_string(),
-    }
+    std::fs::read(path).map_err(|err| io_reason(&err))
 }
 
 fn column_of(err: &minijinja::Error, path: &Path) -> Option<usize> {
