@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 use crate::catalog::model::{
     CatalogFile, DatabaseSpec, PromptSpec, ResourceSpec, ResourceTemplateSpec, ServerSpec, ToolSpec,
 };
-use crate::catalog::source::{Positions, escape_pointer, parse_file};
+use crate::catalog::source::{ParsedFile, Positions, escape_pointer, parse_file};
 use crate::catalog::structure::check_file;
 use crate::diag::{Diagnostic, Location};
 
@@ -121,20 +121,28 @@ pub fn assemble(
                 continue;
             }
         };
-        assembled.files.push(parsed.positions.clone());
+        let checked = check_file(&parsed);
+        // The positions move into `assembled`; the JSON value is dropped once
+        // its includes are known (the checked model holds what is needed).
+        let ParsedFile { value, positions } = parsed;
+        assembled.files.push(positions);
         let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
-        let includes = match check_file(&parsed) {
-            Ok(file) => merge(&mut assembled, &mut data_origin, file_idx, file, first, diagnostics),
+        let include_is_string = value.get("include").is_some_and(Value::is_string);
+        let includes = match checked {
+            Ok(file) => {
+                drop(value);
+                merge(&mut assembled, &mut data_origin, file_idx, file, first, diagnostics)
+            }
             Err(problems) => {
                 diagnostics.extend(problems);
                 // Still read the includes, so their problems are reported in this run too.
-                raw_includes(&parsed.value)
+                raw_includes(&value)
             }
         };
         // Includes are read after this file, in the order written.
         let mut found = Vec::new();
         for (idx, pattern) in includes.iter().enumerate() {
-            let pointer = if includes.len() == 1 && parsed.value.get("include").is_some_and(Value::is_string) {
+            let pointer = if includes.len() == 1 && include_is_string {
                 "/include".to_owned()
             } else {
                 format!("/include/{idx}")
@@ -274,10 +282,14 @@ fn merge(
         }
         assembled.databases.insert(name, Declared { origin, spec });
     }
-    for (idx, spec) in file.tools.unwrap_or_default().into_iter().enumerate() {
+    let tools = file.tools.unwrap_or_default();
+    assembled.tools.reserve(tools.len());
+    for (idx, spec) in tools.into_iter().enumerate() {
         assembled.tools.push(Declared { origin: Origin::new(file_idx, format!("/tools/{idx}")), spec });
     }
-    for (idx, spec) in file.prompts.unwrap_or_default().into_iter().enumerate() {
+    let prompts = file.prompts.unwrap_or_default();
+    assembled.prompts.reserve(prompts.len());
+    for (idx, spec) in prompts.into_iter().enumerate() {
         assembled.prompts.push(Declared { origin: Origin::new(file_idx, format!("/prompts/{idx}")), spec });
     }
     for (idx, spec) in file.resources.unwrap_or_default().into_iter().enumerate() {

@@ -15,7 +15,7 @@ use serde_json::{Map, Value, json};
 use super::assemble::{Assembled, Declared, Origin, io_reason};
 use super::model::{ContentSpec, MediaSpec, PromptSpec, ResourceSpec, ResourceTemplateSpec, RunSpec, ToolSpec};
 use super::{
-    Block, Body, Catalog, Effect, MediaKind, Prompt, PromptArgument, Resource, ResourceTemplate, ResultSpec,
+    Block, Body, Catalog, Effect, MediaKind, Prompt, PromptArgument, Resource, ResourceTemplate, ResultSpec, Schema,
     ServerInfo, Tool,
 };
 use crate::diag::{Diagnostic, Location, did_you_mean};
@@ -33,7 +33,13 @@ const MAX_FILE_BYTES: u64 = 64 * 1024 * 1024;
 struct Builder<'a> {
     assembled: &'a Assembled,
     diagnostics: &'a mut Vec<Diagnostic>,
+    /// Compiles templates to check them; the catalog's own environment is
+    /// built at the end from `sources`.
     env: minijinja::Environment<'static>,
+    /// Every template's source by name (inline ones and the templates folder's).
+    sources: HashMap<String, String>,
+    /// Templates that did not compile (already reported).
+    broken: HashSet<String>,
     globals: HashSet<String>,
     templates_dir: Option<PathBuf>,
     /// Template files, with the first catalog place that uses each.
@@ -50,6 +56,8 @@ pub fn build(assembled: Assembled, diagnostics: &mut Vec<Diagnostic>) -> Option<
         assembled: &assembled,
         diagnostics,
         env,
+        sources: HashMap::new(),
+        broken: HashSet::new(),
         globals,
         templates_dir: None,
         template_files: HashMap::new(),
@@ -71,7 +79,8 @@ pub fn build(assembled: Assembled, diagnostics: &mut Vec<Diagnostic>) -> Option<
     if let Some(dir) = &builder.templates_dir {
         folders.push(dir.clone());
     }
-    let Builder { env, files, databases, .. } = builder;
+    let Builder { sources, files, databases, .. } = builder;
+    let env = render::catalog_environment(sources);
     let tool_index = tools.iter().enumerate().map(|(idx, t)| (t.name.clone(), idx)).collect();
     let prompt_index = prompts.iter().enumerate().map(|(idx, p)| (p.name.clone(), idx)).collect();
     let resource_index = resources.iter().enumerate().map(|(idx, r)| (r.uri.clone(), idx)).collect();
@@ -201,7 +210,10 @@ impl Builder<'_> {
                 }
             };
             self.files.push(path.clone());
-            if let Err(err) = self.env.add_template_owned(name.clone(), text) {
+            let compiled = self.env.template_from_named_str(&name, &text).map(drop);
+            self.sources.insert(name.clone(), text);
+            if let Err(err) = compiled {
+                self.broken.insert(name.clone());
                 let line = err.line().unwrap_or(1);
                 let column = column_of(&err, &path).unwrap_or(1);
                 self.diagnostics.push(Diagnostic::error(
@@ -292,7 +304,7 @@ impl Builder<'_> {
     }
 
     /// Validates a JSON Schema and compiles it.
-    fn schema(&mut self, schema: &Map<String, Value>, origin: &Origin, key: &str) -> Option<jsonschema::Validator> {
+    fn schema(&mut self, schema: &Map<String, Value>, origin: &Origin, key: &str) -> Option<Schema> {
         let location = self.assembled.locate(origin, &format!("/{key}"));
         let value = Value::Object(schema.clone());
         let meta = match jsonschema::meta::validator_for(&value) {
@@ -309,7 +321,8 @@ impl Builder<'_> {
             }
         };
         let mut reported: Vec<String> = Vec::new();
-        for err in meta.iter_errors(&value) {
+        let errors = if meta.is_valid(&value) { Vec::new() } else { meta.iter_errors(&value).collect() };
+        for err in errors {
             let path = err.instance_path().as_str().to_owned();
             if reported.iter().any(|seen| path.starts_with(seen.as_str())) {
                 continue; // one message per place is enough
@@ -328,8 +341,10 @@ impl Builder<'_> {
                 Some(format!("MCP passes {what} as an object: write `type: object` with `properties:`"));
             return None;
         }
+        // Compiled here to catch what the meta-schema cannot (a bad `$ref`,
+        // a bad regex), then again on first use: see `Schema`.
         match jsonschema::validator_for(&value) {
-            Ok(validator) => Some(validator),
+            Ok(_) => Some(Schema::default()),
             Err(err) => {
                 self.error("schema-invalid", location, format!("`{key}` cannot be compiled: {err}"));
                 None
@@ -347,7 +362,7 @@ impl Builder<'_> {
         scope: &mut Scope,
     ) -> Option<String> {
         let location = self.assembled.locate(origin, below);
-        if let Err(err) = self.env.add_template_owned(name.clone(), source.to_owned()) {
+        if let Err(err) = self.env.template_from_named_str(&name, source) {
             let mut message = render::describe(&err);
             if let Some(idx) = message.find(" (in template") {
                 message.truncate(idx);
@@ -359,6 +374,7 @@ impl Builder<'_> {
             self.error("template-syntax", location, format!("{message}{where_}"));
             return None;
         }
+        self.sources.insert(name.clone(), source.to_owned());
         self.check_variables(&name, &location, scope);
         Some(name)
     }
@@ -379,7 +395,7 @@ impl Builder<'_> {
             self.error("unknown-template", location, format!("template file `{name}` not found")).hint = Some(hint);
             return None;
         }
-        if self.env.get_template(name).is_err() {
+        if self.broken.contains(name) {
             // A syntax error in the file, reported where the file is.
             return None;
         }
@@ -393,9 +409,11 @@ impl Builder<'_> {
     }
 
     fn check_variables(&mut self, name: &str, location: &Location, scope: &mut Scope) {
-        let Ok(template) = self.env.get_template(name) else { return };
+        let Some(source) = self.sources.get(name) else { return };
+        let Ok(template) = self.env.template_from_named_str(name, source) else { return };
         let mut unknown: Vec<String> =
             template.undeclared_variables(false).into_iter().filter(|v| !self.globals.contains(v)).collect();
+        drop(template);
         unknown.sort();
         for variable in unknown {
             if scope.allowed.contains(&variable) {

@@ -82,16 +82,48 @@ pub struct Tool {
     pub name: String,
     /// Exactly what `tools/list` shows for it.
     pub wire: Map<String, Value>,
-    /// `inputSchema`, compiled once.
-    pub input: jsonschema::Validator,
-    /// `outputSchema`, compiled once.
-    pub output: Option<jsonschema::Validator>,
+    /// `inputSchema`, compiled on the tool's first call.
+    pub input: Schema,
+    /// `outputSchema`, compiled on the tool's first call.
+    pub output: Option<Schema>,
     /// Whether the rendered text is JSON that also becomes `structuredContent`.
     pub structured: bool,
     /// What the tool does before rendering.
     pub effect: Option<Effect>,
     /// How the result is rendered.
     pub result: ResultSpec,
+}
+
+/// A JSON Schema of a tool, checked when the catalog loads and compiled
+/// once, when the tool is first called: a compiled validator costs a few
+/// KiB, which a 10,000-tool catalog should not pay for tools never called.
+/// The schema itself lives in the tool's `wire` form.
+#[derive(Default)]
+pub struct Schema {
+    compiled: std::sync::OnceLock<Result<jsonschema::Validator, String>>,
+}
+
+impl Tool {
+    /// The compiled `inputSchema`.
+    pub fn input_validator(&self) -> Result<&jsonschema::Validator, &str> {
+        compiled(&self.input, self.wire.get("inputSchema"))
+    }
+
+    /// The compiled `outputSchema`, if the tool has one.
+    pub fn output_validator(&self) -> Option<Result<&jsonschema::Validator, &str>> {
+        self.output.as_ref().map(|schema| compiled(schema, self.wire.get("outputSchema")))
+    }
+}
+
+fn compiled<'a>(schema: &'a Schema, source: Option<&Value>) -> Result<&'a jsonschema::Validator, &'a str> {
+    schema
+        .compiled
+        .get_or_init(|| match source {
+            Some(source) => jsonschema::validator_for(source).map_err(|err| err.to_string()),
+            None => Err("the schema is missing".to_owned()),
+        })
+        .as_ref()
+        .map_err(String::as_str)
 }
 
 /// A tool's side effect.

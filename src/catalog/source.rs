@@ -2,7 +2,8 @@
 //! key and value in the file to its line and column.
 //!
 //! The value comes from `serde_yaml` (full YAML: anchors, tags, block
-//! scalars); the positions come from `marked-yaml`, which marks every node.
+//! scalars); the positions come from `yaml-rust2`'s event parser, which
+//! marks where every node starts.
 //! Checks that run long after parsing (duplicates, schemas, template
 //! variables) find their place through [`Positions::locate`] with a JSON
 //! pointer such as `/tools/2/inputSchema`. `${VAR}` references are expanded
@@ -31,9 +32,14 @@ struct NodePosition {
 
 #[derive(Debug, Clone, Copy)]
 struct Mark {
-    line: usize,
-    column: usize,
-    width: usize,
+    line: u32,
+    column: u32,
+    width: u32,
+}
+
+/// A count as a mark field (files beyond 4 billion lines do not occur).
+fn narrow(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
 }
 
 impl Positions {
@@ -62,7 +68,12 @@ impl Positions {
                     (true, Some(key)) => key,
                     _ => node.value,
                 };
-                return Location { file: self.file.clone(), line: mark.line, column: mark.column, width: mark.width };
+                return Location {
+                    file: self.file.clone(),
+                    line: mark.line as usize,
+                    column: mark.column as usize,
+                    width: mark.width as usize,
+                };
             }
             match current.rfind('/') {
                 Some(idx) => current = &current[..idx],
@@ -70,59 +81,216 @@ impl Positions {
             }
         }
     }
+}
 
-    fn build(file: &Path, text: &str) -> Positions {
-        let mut positions = Positions { file: file.to_path_buf(), nodes: HashMap::new() };
-        // marked-yaml rejects anchors and tags; positions then fall back to
-        // the file's start, which is still correct, only less precise.
-        if let Ok(root) = marked_yaml::parse_yaml(0, text) {
-            positions.walk(&root, String::new(), None);
-        }
-        positions
+/// Reads YAML into JSON and [`Positions`] in one pass over the parser's
+/// events, without an intermediate tree: a 10,000-tool catalog would
+/// otherwise hold two more copies of itself while loading.
+///
+/// Returns `None` where serde_yaml should have the last word: a syntax error
+/// (its messages are the ones carte explains), a duplicate key, several
+/// documents.
+fn read_yaml(file: &Path, text: &str) -> Option<(Value, Positions)> {
+    let mut reader = Reader {
+        positions: Positions::empty(file),
+        stack: Vec::new(),
+        anchors: HashMap::new(),
+        root: None,
+        documents: 0,
+        refused: false,
+    };
+    yaml_rust2::parser::Parser::new_from_str(text).load(&mut reader, true).ok()?;
+    if reader.refused || reader.documents > 1 {
+        return None;
+    }
+    Some((reader.root.unwrap_or(Value::Null), reader.positions))
+}
+
+struct Reader {
+    positions: Positions,
+    stack: Vec<Frame>,
+    /// Finished nodes by anchor id, for aliases.
+    anchors: HashMap<usize, Value>,
+    root: Option<Value>,
+    documents: usize,
+    /// Set on anything left to serde_yaml (see [`read_yaml`]).
+    refused: bool,
+}
+
+enum Frame {
+    /// A mapping at `pointer`; `key` is the key whose value comes next.
+    Mapping { pointer: String, map: Map<String, Value>, key: Option<(String, Mark)>, first: bool, anchor: usize },
+    /// A sequence at `pointer`.
+    Sequence { pointer: String, items: Vec<Value>, anchor: usize },
+    /// A mapping or sequence used as a key (valid YAML, never a catalog key).
+    Skipped,
+}
+
+/// Where a node goes in its parent.
+enum Slot {
+    /// The node is a mapping key, or inside a skipped one.
+    Key,
+    /// The node is a value at this pointer.
+    Value(String),
+}
+
+impl Reader {
+    /// Records where a node starts; says whether it is a key or a value.
+    fn place(&mut self, mark: Mark, key_text: Option<&str>) -> Slot {
+        let (pointer, key) = match self.stack.last_mut() {
+            None => (String::new(), None),
+            Some(Frame::Skipped) => return Slot::Key,
+            Some(Frame::Sequence { pointer, items, .. }) => (format!("{pointer}/{}", items.len()), None),
+            Some(Frame::Mapping { pointer, map, key, first, .. }) => match key {
+                Some((text, key_mark)) => (format!("{pointer}/{}", escape_pointer(text)), Some(*key_mark)),
+                None => {
+                    let text = key_text.unwrap_or("?").to_owned();
+                    if map.contains_key(&text) {
+                        self.refused = true; // serde_yaml reports duplicate keys
+                    }
+                    let key_mark = Mark { width: narrow(text.chars().count().max(1)), ..mark };
+                    *key = Some((text, key_mark));
+                    if std::mem::take(first) {
+                        // A block mapping's own mark can sit after its first
+                        // key; point at the first key, where a person sees it start.
+                        let mapping = pointer.clone();
+                        if let Some(node) = self.positions.nodes.get_mut(&mapping) {
+                            node.value = Mark { width: 1, ..mark };
+                        }
+                    }
+                    return Slot::Key;
+                }
+            },
+        };
+        self.positions.nodes.insert(pointer.clone(), NodePosition { key, value: mark });
+        Slot::Value(pointer)
     }
 
-    fn walk(&mut self, node: &marked_yaml::Node, pointer: String, key: Option<Mark>) {
-        let mut value = mark_of(node.span(), node_width(node));
-        // A block mapping's own mark can sit after its first key; point at
-        // the first key instead, where a person sees the mapping start.
-        if let marked_yaml::Node::Mapping(map) = node
-            && let Some((first, _)) = map.iter().next()
-        {
-            value = mark_of(first.span(), 1);
+    /// Puts a finished value into its parent (or makes it the root).
+    fn finish(&mut self, value: Value, anchor: usize) {
+        if anchor > 0 {
+            self.anchors.insert(anchor, value.clone());
         }
-        self.nodes.insert(pointer.clone(), NodePosition { key, value });
-        match node {
-            marked_yaml::Node::Scalar(_) => {}
-            marked_yaml::Node::Sequence(seq) => {
-                for (idx, child) in seq.iter().enumerate() {
-                    self.walk(child, format!("{pointer}/{idx}"), None);
+        match self.stack.last_mut() {
+            None => self.root = Some(value),
+            Some(Frame::Skipped) => {}
+            Some(Frame::Sequence { items, .. }) => items.push(value),
+            Some(Frame::Mapping { map, key, .. }) => {
+                if let Some((text, _)) = key.take() {
+                    map.insert(text, value);
                 }
             }
-            marked_yaml::Node::Mapping(map) => {
-                for (k, child) in map.iter() {
-                    let key_mark = mark_of(k.span(), k.as_str().chars().count());
-                    self.walk(child, format!("{pointer}/{}", escape_pointer(k.as_str())), Some(key_mark));
-                }
+        }
+    }
+
+    fn open(&mut self, mark: Mark, mapping: bool, anchor: usize) {
+        let frame = match self.place(mark, None) {
+            Slot::Value(pointer) if mapping => {
+                Frame::Mapping { pointer, map: Map::new(), key: None, first: true, anchor }
             }
+            Slot::Value(pointer) => Frame::Sequence { pointer, items: Vec::new(), anchor },
+            Slot::Key => Frame::Skipped,
+        };
+        self.stack.push(frame);
+    }
+
+    fn close(&mut self) {
+        match self.stack.pop() {
+            Some(Frame::Mapping { map, anchor, .. }) => self.finish(Value::Object(map), anchor),
+            Some(Frame::Sequence { items, anchor, .. }) => self.finish(Value::Array(items), anchor),
+            Some(Frame::Skipped) | None => {}
         }
     }
 }
 
-fn node_width(node: &marked_yaml::Node) -> usize {
-    match node {
-        marked_yaml::Node::Scalar(scalar) => {
-            let text = scalar.as_str();
-            if text.contains('\n') { 1 } else { text.chars().count().max(1) }
+impl yaml_rust2::parser::MarkedEventReceiver for Reader {
+    fn on_event(&mut self, event: yaml_rust2::Event, marker: yaml_rust2::scanner::Marker) {
+        // yaml-rust2 columns count from 0.
+        let mark = Mark { line: narrow(marker.line()), column: narrow(marker.col() + 1), width: 1 };
+        match event {
+            yaml_rust2::Event::DocumentStart => self.documents += 1,
+            yaml_rust2::Event::Scalar(text, style, anchor, tag) => {
+                let width = if text.contains('\n') { 1 } else { narrow(text.chars().count().max(1)) };
+                if let Slot::Value(_) = self.place(Mark { width, ..mark }, Some(&text)) {
+                    let value = scalar(text, style, tag.as_ref());
+                    self.finish(value, anchor);
+                }
+            }
+            yaml_rust2::Event::Alias(id) => {
+                if let Slot::Value(_) = self.place(mark, None) {
+                    match self.anchors.get(&id).cloned() {
+                        Some(value) => self.finish(value, 0),
+                        None => self.refused = true,
+                    }
+                }
+            }
+            yaml_rust2::Event::MappingStart(anchor, _) => self.open(mark, true, anchor),
+            yaml_rust2::Event::SequenceStart(anchor, _) => self.open(mark, false, anchor),
+            yaml_rust2::Event::MappingEnd | yaml_rust2::Event::SequenceEnd => self.close(),
+            _ => {}
         }
-        _ => 1,
     }
 }
 
-fn mark_of(span: &marked_yaml::Span, width: usize) -> Mark {
-    match span.start() {
-        Some(start) => Mark { line: start.line(), column: start.column(), width },
-        None => Mark { line: 1, column: 1, width: 1 },
+/// A scalar's JSON value, by the YAML 1.2 core schema as serde_yaml reads
+/// it: plain scalars may be null, booleans or numbers; quoted and block
+/// scalars are strings; `!!str` forces a string.
+fn scalar(text: String, style: yaml_rust2::scanner::TScalarStyle, tag: Option<&yaml_rust2::parser::Tag>) -> Value {
+    let forced_string = tag.is_some_and(|tag| tag.handle == "tag:yaml.org,2002:" && tag.suffix == "str");
+    if style != yaml_rust2::scanner::TScalarStyle::Plain || forced_string {
+        return Value::String(text);
     }
+    match text.as_str() {
+        "" | "~" | "null" | "Null" | "NULL" => return Value::Null,
+        "true" | "True" | "TRUE" => return Value::Bool(true),
+        "false" | "False" | "FALSE" => return Value::Bool(false),
+        _ => {}
+    }
+    if let Some(number) = yaml_number(&text) {
+        return Value::Number(number);
+    }
+    Value::String(text)
+}
+
+fn yaml_number(text: &str) -> Option<Number> {
+    let first = text.chars().next()?;
+    if !(first.is_ascii_digit() || matches!(first, '-' | '+' | '.')) {
+        return None;
+    }
+    let (negative, digits) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text.strip_prefix('+').unwrap_or(text)),
+    };
+    let radix = if let Some(hex) = digits.strip_prefix("0x") {
+        Some((hex, 16))
+    } else {
+        digits.strip_prefix("0o").map(|octal| (octal, 8))
+    };
+    if let Some((digits, radix)) = radix {
+        let magnitude = u64::from_str_radix(digits, radix).ok()?;
+        return if negative {
+            i64::try_from(magnitude).ok().map(|n| Number::from(-n))
+        } else {
+            Some(Number::from(magnitude))
+        };
+    }
+    if digits.bytes().all(|b| b.is_ascii_digit()) {
+        return if negative {
+            text.parse::<i64>().ok().map(Number::from)
+        } else {
+            digits.parse::<u64>().ok().map(Number::from)
+        };
+    }
+    match digits {
+        ".inf" | ".Inf" | ".INF" | ".nan" | ".NaN" | ".NAN" => return None, // not representable in JSON
+        _ => {}
+    }
+    let float_like = digits.bytes().all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'e' | b'E' | b'-' | b'+'))
+        && digits.bytes().any(|b| b.is_ascii_digit());
+    if !float_like {
+        return None;
+    }
+    text.parse::<f64>().ok().and_then(Number::from_f64)
 }
 
 /// Escapes one JSON pointer segment.
@@ -146,12 +314,13 @@ pub fn parse_file(
     text: &str,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<ParsedFile, Vec<Diagnostic>> {
-    let positions = Positions::build(path, text);
-    let yaml: serde_yaml::Value = match serde_yaml::from_str(text) {
-        Ok(yaml) => yaml,
-        Err(err) => return Err(vec![yaml_error(path, &err)]),
+    let (mut value, positions) = match read_yaml(path, text) {
+        Some(read) => read,
+        None => match serde_yaml::from_str::<serde_yaml::Value>(text) {
+            Ok(yaml) => (yaml_to_json(yaml), Positions::empty(path)),
+            Err(err) => return Err(vec![yaml_error(path, &err)]),
+        },
     };
-    let mut value = yaml_to_json(yaml);
     if value.is_null() {
         value = Value::Object(Map::new());
     }
@@ -356,6 +525,7 @@ pub fn expand_str(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<St
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn env(name: &str) -> Option<String> {
         match name {
@@ -375,6 +545,25 @@ mod tests {
         assert_eq!(err.message, "environment variable `NOPE` is not set: set the database URL");
         let err = expand_str("${NOPE}", &env).unwrap_err();
         assert_eq!(err.message, "environment variable `NOPE` is not set");
+    }
+
+    #[test]
+    fn reads_yaml_like_serde_yaml() {
+        let text = "a: 1\nb: -2\nc: 1.5\nd: true\ne: ~\nf: '1'\ng: 0x1F\nh: .inf\ni: 1e3\nj: !!str 7\nk: &x [1, {m: n}]\nl: *x\n\"o\": |\n  text\np: 1-2\nq:\n";
+        let (ours, _) = read_yaml(Path::new("c.yaml"), text).unwrap();
+        let theirs = yaml_to_json(serde_yaml::from_str::<serde_yaml::Value>(text).unwrap());
+        assert_eq!(ours, theirs);
+        assert_eq!(ours["g"], json!(31));
+        assert_eq!(ours["l"], json!([1, { "m": "n" }]));
+    }
+
+    #[test]
+    fn leaves_duplicate_keys_and_bad_yaml_to_serde_yaml() {
+        assert!(read_yaml(Path::new("c.yaml"), "a: 1\na: 2\n").is_none());
+        let err = parse_file(Path::new("c.yaml"), "a: 1\na: 2\n", &env).unwrap_err();
+        assert!(err[0].message.contains("duplicate entry"), "{}", err[0].message);
+        let err = parse_file(Path::new("c.yaml"), "a: [1\n", &env).unwrap_err();
+        assert_eq!(err[0].code, "yaml-syntax");
     }
 
     #[test]

@@ -54,7 +54,7 @@ const FUTURE_RUNNERS: &[&str] = &["command", "http"];
 pub fn check_file(parsed: &ParsedFile) -> Result<CatalogFile, Vec<Diagnostic>> {
     let compiled = &*COMPILED;
     let mut problems = Vec::new();
-    if let Some(validator) = &compiled.validator {
+    if let Some(validator) = compiled.validator.as_ref().filter(|v| !v.is_valid(&parsed.value)) {
         for error in validator.iter_errors(&parsed.value) {
             explain(&compiled.schema, &parsed.value, &parsed.positions, &error, &mut problems);
         }
@@ -62,7 +62,7 @@ pub fn check_file(parsed: &ParsedFile) -> Result<CatalogFile, Vec<Diagnostic>> {
     if !problems.is_empty() {
         return Err(problems);
     }
-    serde_json::from_value::<CatalogFile>(parsed.value.clone())
+    <CatalogFile as serde::Deserialize>::deserialize(&parsed.value)
         .map_err(|err| vec![Diagnostic::error("invalid-catalog", parsed.positions.locate(""), err.to_string())])
 }
 

@@ -40,8 +40,17 @@ impl ToolOutcome {
 /// Calls `tool` of `catalog` with `arguments`.
 pub async fn call(catalog: &Arc<Catalog>, tool: &Tool, arguments: Map<String, Value>) -> ToolOutcome {
     let arguments = Value::Object(arguments);
-    let violations: Vec<String> = tool.input.iter_errors(&arguments).map(|e| describe_violation(&e)).collect();
-    if !violations.is_empty() {
+    let input = match tool.input_validator() {
+        Ok(input) => input,
+        Err(err) => {
+            return ToolOutcome::error(format!(
+                "tool `{}` has an inputSchema that cannot be compiled: {err}",
+                tool.name
+            ));
+        }
+    };
+    if !input.is_valid(&arguments) {
+        let violations: Vec<String> = input.iter_errors(&arguments).map(|e| describe_violation(&e)).collect();
         return ToolOutcome::error(format!("invalid arguments for tool `{}`: {}", tool.name, violations.join("; ")));
     }
     let Value::Object(arguments) = arguments else {
@@ -121,7 +130,16 @@ fn finish_text(tool: &Tool, text: String) -> ToolOutcome {
             ));
         }
     };
-    if let Some(output) = &tool.output {
+    if let Some(output) = tool.output_validator() {
+        let output = match output {
+            Ok(output) => output,
+            Err(err) => {
+                return ToolOutcome::error(format!(
+                    "tool `{}` has an outputSchema that cannot be compiled: {err}",
+                    tool.name
+                ));
+            }
+        };
         let violations: Vec<String> = output.iter_errors(&value).map(|e| describe_violation(&e)).collect();
         if !violations.is_empty() {
             return ToolOutcome::error(format!(

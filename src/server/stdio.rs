@@ -12,28 +12,29 @@
 //! than tokio's blocking-pool stdio.
 
 use std::io;
-use std::sync::Arc;
 
 use rmcp::service::{RoleServer, RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
-use tokio::sync::Mutex;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
 
 /// Longest line (one message) carte reads; longer ones are refused whole.
 pub const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
-
-type SharedWriter<W> = Arc<Mutex<BufWriter<W>>>;
 
 /// A JSON-RPC line transport that answers malformed input.
 pub struct LineTransport<R, W> {
     reader: BufReader<R>,
     line: Vec<u8>,
     discarding: bool,
-    writer: SharedWriter<W>,
+    /// Lines for the writer task; `None` once closed.
+    outbox: Option<mpsc::UnboundedSender<Vec<u8>>>,
+    writing: Option<JoinHandle<io::Result<()>>>,
     /// Whether rmcp's session has started (an `initialize` or a 2026-07-28
     /// request went through): before that, notifications are dropped.
     started: bool,
+    _writer: std::marker::PhantomData<fn(W)>,
 }
 
 impl<R, W> LineTransport<R, W>
@@ -43,12 +44,15 @@ where
 {
     /// Wraps a reader and a writer.
     pub fn new(reader: R, writer: W) -> Self {
+        let (outbox, receiver) = mpsc::unbounded_channel();
         LineTransport {
             reader: BufReader::with_capacity(64 * 1024, reader),
             line: Vec::new(),
             discarding: false,
-            writer: Arc::new(Mutex::new(BufWriter::with_capacity(64 * 1024, writer))),
+            outbox: Some(outbox),
+            writing: Some(tokio::spawn(write_lines(receiver, writer))),
             started: false,
+            _writer: std::marker::PhantomData,
         }
     }
 
@@ -91,13 +95,18 @@ where
         }
     }
 
+    /// Queues one message for the writer task.
+    fn enqueue(&self, message: &impl serde::Serialize) -> io::Result<()> {
+        let mut line = serde_json::to_vec(message).map_err(io::Error::other)?;
+        line.push(b'\n');
+        let outbox = self.outbox.as_ref().ok_or_else(|| io::Error::from(io::ErrorKind::BrokenPipe))?;
+        outbox.send(line).map_err(|_| io::Error::from(io::ErrorKind::BrokenPipe))
+    }
+
     /// Writes an error response outside rmcp (for input rmcp never sees).
     fn reply_error(&self, id: Value, code: i64, message: &str) {
         let response = json!({ "jsonrpc": "2.0", "id": id, "error": { "code": code, "message": message } });
-        let writer = self.writer.clone();
-        tokio::spawn(async move {
-            let _ = write_line(&writer, &response).await;
-        });
+        let _ = self.enqueue(&response);
     }
 
     /// Classifies one line: a message for rmcp, or something answered here.
@@ -174,15 +183,18 @@ where
     }
 }
 
-async fn write_line<W: AsyncWrite + Unpin>(
-    writer: &Mutex<BufWriter<W>>,
-    message: &impl serde::Serialize,
-) -> io::Result<()> {
-    let mut bytes = serde_json::to_vec(message).map_err(io::Error::other)?;
-    bytes.push(b'\n');
-    let mut writer = writer.lock().await;
-    writer.write_all(&bytes).await?;
-    writer.flush().await
+/// The writer task: writes each queued line, and flushes only when the queue
+/// is empty, so pipelined responses share one `write` call.
+async fn write_lines<W: AsyncWrite + Unpin>(mut lines: mpsc::UnboundedReceiver<Vec<u8>>, writer: W) -> io::Result<()> {
+    let mut writer = BufWriter::with_capacity(64 * 1024, writer);
+    while let Some(line) = lines.recv().await {
+        writer.write_all(&line).await?;
+        while let Ok(line) = lines.try_recv() {
+            writer.write_all(&line).await?;
+        }
+        writer.flush().await?;
+    }
+    Ok(())
 }
 
 impl<R, W> Transport<RoleServer> for LineTransport<R, W>
@@ -196,8 +208,7 @@ where
         &mut self,
         item: TxJsonRpcMessage<RoleServer>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        let writer = self.writer.clone();
-        async move { write_line(&writer, &item).await }
+        std::future::ready(self.enqueue(&item))
     }
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
@@ -232,7 +243,12 @@ where
         }
     }
 
+    /// Lets the writer task write what is queued, then waits for it.
     async fn close(&mut self) -> Result<(), Self::Error> {
-        self.writer.lock().await.flush().await
+        self.outbox = None;
+        match self.writing.take() {
+            Some(writing) => writing.await.map_err(io::Error::other)?,
+            None => Ok(()),
+        }
     }
 }
