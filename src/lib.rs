@@ -9,15 +9,18 @@
 //!   resources produce from a catalog snapshot, in carte's own types;
 //! - [`server`]: the only module that speaks MCP (rmcp): the handler, lists,
 //!   the stdio transport, and the hub of connected sessions that
-//!   notifications fan out to.
+//!   notifications fan out to;
+//! - [`reload`]: watching the catalog's files, loading the next snapshot,
+//!   swapping it in and announcing what changed.
 //!
-//! Data flows one way: files → catalog → server.
+//! Data flows one way: files → catalog → server; reload → hub → clients.
 #![deny(missing_docs)]
 
 pub mod catalog;
 pub mod content;
 pub mod diag;
 pub mod prompt;
+pub mod reload;
 pub mod render;
 pub mod resource;
 pub mod run;

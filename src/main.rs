@@ -3,10 +3,12 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::Context as _;
 use carte::catalog::{self, Catalog};
 use carte::diag::{self, Diagnostic};
+use carte::reload;
 use carte::server::{ListKind, Shared, Snapshot};
 use clap::{Parser, Subcommand, ValueEnum};
 use serde_json::{Map, Value};
@@ -24,9 +26,23 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Serve the catalog over MCP on stdin/stdout (what desktop clients launch).
+    ///
+    /// Edits to the catalog, its includes, templates and `file:` resources
+    /// take effect while serving: clients are told what changed. An invalid
+    /// edit keeps the last good catalog and is reported. SIGHUP reloads too.
     Serve {
         /// The catalog file (YAML).
         catalog: PathBuf,
+        /// Milliseconds of quiet after a change before reloading.
+        #[arg(long, value_name = "MS", default_value_t = 50)]
+        debounce: u64,
+        /// Do not watch the files (reload only on SIGHUP).
+        #[arg(long, conflicts_with = "poll")]
+        no_watch: bool,
+        /// Look for changes every MS milliseconds instead of using file system
+        /// events (for network mounts).
+        #[arg(long, value_name = "MS")]
+        poll: Option<u64>,
     },
     /// Validate catalogs and print every problem found (exit 0 valid, 1 invalid, 2 unreadable).
     Check {
@@ -36,6 +52,9 @@ enum Command {
         /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Human)]
         format: Format,
+        /// Check again on every save, until interrupted (Ctrl-C).
+        #[arg(long)]
+        watch: bool,
     },
     /// Print the JSON a client receives from the list methods.
     List {
@@ -77,7 +96,7 @@ enum Command {
     Schema,
 }
 
-#[derive(Clone, Copy, ValueEnum)]
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Format {
     Human,
     Json,
@@ -123,8 +142,16 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
-        Command::Serve { catalog } => serve(&catalog),
-        Command::Check { catalogs, format } => Ok(check(&catalogs, format)),
+        Command::Serve { catalog, debounce, no_watch, poll } => {
+            let watch = match (no_watch, poll) {
+                (true, _) => None,
+                (false, Some(ms)) => Some(reload::Mode::Poll(Duration::from_millis(ms.max(1)))),
+                (false, None) => Some(reload::Mode::Events),
+            };
+            serve(&catalog, reload::Options { debounce: Duration::from_millis(debounce), watch })
+        }
+        Command::Check { catalogs, format, watch: true } => check_watch(&catalogs, format),
+        Command::Check { catalogs, format, watch: false } => Ok(check(&catalogs, format).0),
         Command::List { catalog, kind } => {
             let Some(snapshot) = load_or_report(&catalog) else { return Ok(ExitCode::from(1)) };
             let value = match kind {
@@ -208,7 +235,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn serve(path: &Path) -> anyhow::Result<ExitCode> {
+fn serve(path: &Path, options: reload::Options) -> anyhow::Result<ExitCode> {
     let Some(snapshot) = load_or_report(path) else { return Ok(ExitCode::from(1)) };
     let catalog = &snapshot.catalog;
     tracing::info!(
@@ -219,9 +246,42 @@ fn serve(path: &Path) -> anyhow::Result<ExitCode> {
         catalog.resources.len(),
         catalog.resource_templates.len()
     );
+    let inputs = catalog.inputs.clone();
     let shared = Shared::new(snapshot);
-    runtime()?.block_on(carte::server::serve_stdio(shared, shutdown_signal()))?;
+    let runtime = runtime()?;
+    let served = runtime.block_on(async {
+        tokio::spawn(reload::run(path.to_path_buf(), shared.clone(), inputs, options, std::future::pending()));
+        carte::server::serve_stdio(shared, shutdown_signal()).await
+    });
+    // A reload still loading on the blocking pool is abandoned.
+    runtime.shutdown_timeout(Duration::from_millis(500));
+    served?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `check --watch`: checks, then checks again after every change.
+fn check_watch(paths: &[PathBuf], format: Format) -> anyhow::Result<ExitCode> {
+    runtime()?.block_on(async {
+        let (changed, mut changes) = tokio::sync::mpsc::unbounded_channel();
+        let mut watch =
+            reload::watch::Watch::new(reload::Mode::Events, changed).context("cannot watch the catalog's files")?;
+        loop {
+            let (_, inputs) = check(paths, format);
+            watch.follow(&inputs);
+            if format == Format::Human {
+                eprintln!("-- watching for changes (Ctrl-C to stop) --");
+            }
+            tokio::select! {
+                more = reload::next_change(&mut changes, Duration::from_millis(50)) => if !more {
+                    return Ok(ExitCode::SUCCESS);
+                },
+                _ = tokio::signal::ctrl_c() => return Ok(ExitCode::SUCCESS),
+            }
+            if format == Format::Human {
+                eprintln!();
+            }
+        }
+    })
 }
 
 async fn shutdown_signal() {
@@ -245,8 +305,11 @@ fn load_or_report(path: &Path) -> Option<Snapshot> {
     loaded.catalog.map(Snapshot::new)
 }
 
-fn check(paths: &[PathBuf], format: Format) -> ExitCode {
+/// Checks `paths`, prints what was found; returns the exit code and what the
+/// catalogs were read from.
+fn check(paths: &[PathBuf], format: Format) -> (ExitCode, catalog::Inputs) {
     let mut all: Vec<Diagnostic> = Vec::new();
+    let mut inputs = catalog::Inputs::default();
     let mut unreadable = false;
     let mut invalid = false;
     for path in paths {
@@ -255,6 +318,9 @@ fn check(paths: &[PathBuf], format: Format) -> ExitCode {
         unreadable |= loaded.diagnostics.iter().any(|d| d.code == "unreadable");
         invalid |= catalog.is_none();
         all.extend(loaded.diagnostics);
+        inputs.files.extend(loaded.inputs.files);
+        inputs.includes.extend(loaded.inputs.includes);
+        inputs.templates = inputs.templates.or(loaded.inputs.templates);
     }
     match format {
         Format::Human => {
@@ -265,13 +331,14 @@ fn check(paths: &[PathBuf], format: Format) -> ExitCode {
         }
         Format::Json => println!("{}", diag::render_json(&all)),
     }
-    if unreadable {
+    let code = if unreadable {
         ExitCode::from(2)
     } else if invalid {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
-    }
+    };
+    (code, inputs)
 }
 
 fn list_kind(kind: Kind) -> ListKind {

@@ -59,7 +59,7 @@ pub struct Assembled {
     /// Resource templates in order.
     pub resource_templates: Vec<Declared<ResourceTemplateSpec>>,
     /// Folders that include globs look into.
-    pub folders: Vec<PathBuf>,
+    pub includes: Vec<super::IncludePattern>,
 }
 
 impl Assembled {
@@ -148,7 +148,7 @@ pub fn assemble(
                 format!("/include/{idx}")
             };
             let location = assembled.files[file_idx].locate(&pointer);
-            found.extend(expand_include(&base, pattern, &location, &mut assembled.folders, diagnostics));
+            found.extend(expand_include(&base, pattern, &location, &mut assembled.includes, diagnostics));
         }
         for include in found.into_iter().rev() {
             queue.push(include);
@@ -181,7 +181,7 @@ fn expand_include(
     base: &Path,
     pattern: &str,
     location: &Location,
-    folders: &mut Vec<PathBuf>,
+    includes: &mut Vec<super::IncludePattern>,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Vec<(PathBuf, Option<Location>)> {
     let full = if Path::new(pattern).is_absolute() { PathBuf::from(pattern) } else { base.join(pattern) };
@@ -192,8 +192,9 @@ fn expand_include(
         .find(|a| !a.to_string_lossy().contains(['*', '?', '[']) && a != &full)
         .map(Path::to_path_buf)
         .unwrap_or_else(|| base.to_path_buf());
-    if !folders.contains(&folder) {
-        folders.push(folder);
+    let include = super::IncludePattern { folder, pattern: full.to_string_lossy().into_owned() };
+    if !includes.contains(&include) {
+        includes.push(include);
     }
     if !is_glob {
         return vec![(full, Some(location.clone()))];

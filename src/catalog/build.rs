@@ -15,8 +15,8 @@ use serde_json::{Map, Value, json};
 use super::assemble::{Assembled, Declared, Origin, io_reason};
 use super::model::{ContentSpec, MediaSpec, PromptSpec, ResourceSpec, ResourceTemplateSpec, RunSpec, ToolSpec};
 use super::{
-    Block, Body, Catalog, Effect, MediaKind, Prompt, PromptArgument, Resource, ResourceTemplate, ResultSpec, Schema,
-    ServerInfo, Tool,
+    Block, Body, Catalog, Effect, Inputs, MediaKind, Prompt, PromptArgument, Resource, ResourceTemplate, ResultSpec,
+    Schema, ServerInfo, Tool,
 };
 use crate::diag::{Diagnostic, Location, did_you_mean};
 use crate::render;
@@ -44,12 +44,20 @@ struct Builder<'a> {
     templates_dir: Option<PathBuf>,
     /// Template files, with the first catalog place that uses each.
     template_files: HashMap<String, Option<Location>>,
-    files: Vec<PathBuf>,
+    inputs: &'a mut Inputs,
+    previous: Option<&'a Catalog>,
     databases: IndexMap<String, Arc<Database>>,
 }
 
 /// Builds the catalog, or returns `None` after reporting why it cannot be.
-pub fn build(assembled: Assembled, diagnostics: &mut Vec<Diagnostic>) -> Option<Catalog> {
+/// Every file it reads is added to `inputs`, even when it fails; databases
+/// of `previous` are reused where the new catalog declares the same ones.
+pub fn build(
+    assembled: Assembled,
+    diagnostics: &mut Vec<Diagnostic>,
+    inputs: &mut Inputs,
+    previous: Option<&Catalog>,
+) -> Option<Catalog> {
     let env = render::environment();
     let globals = render::global_names(&env);
     let mut builder = Builder {
@@ -61,7 +69,8 @@ pub fn build(assembled: Assembled, diagnostics: &mut Vec<Diagnostic>) -> Option<
         globals,
         templates_dir: None,
         template_files: HashMap::new(),
-        files: assembled.files.iter().map(|p| p.file.clone()).collect(),
+        inputs,
+        previous,
         databases: IndexMap::new(),
     };
     let server = builder.server_info();
@@ -75,11 +84,9 @@ pub fn build(assembled: Assembled, diagnostics: &mut Vec<Diagnostic>) -> Option<
     builder.check_duplicates();
     builder.check_prompt_resources(&resources, &resource_templates);
     let data = crate::render::to_value(&assembled.data);
-    let mut folders = assembled.folders.clone();
-    if let Some(dir) = &builder.templates_dir {
-        folders.push(dir.clone());
-    }
-    let Builder { sources, files, databases, .. } = builder;
+    builder.inputs.templates = Some(builder.configured_templates_dir());
+    let inputs = builder.inputs.clone();
+    let Builder { sources, databases, .. } = builder;
     let env = render::catalog_environment(sources);
     let tool_index = tools.iter().enumerate().map(|(idx, t)| (t.name.clone(), idx)).collect();
     let prompt_index = prompts.iter().enumerate().map(|(idx, p)| (p.name.clone(), idx)).collect();
@@ -93,8 +100,7 @@ pub fn build(assembled: Assembled, diagnostics: &mut Vec<Diagnostic>) -> Option<
         env,
         data,
         databases,
-        files,
-        folders,
+        inputs,
         tool_index,
         prompt_index,
         resource_index,
@@ -209,7 +215,7 @@ impl Builder<'_> {
                     continue;
                 }
             };
-            self.files.push(path.clone());
+            self.inputs.files.push(path.clone());
             let compiled = self.env.template_from_named_str(&name, &text).map(drop);
             self.sources.insert(name.clone(), text);
             if let Err(err) = compiled {
@@ -240,15 +246,32 @@ impl Builder<'_> {
                     continue;
                 }
             };
-            let database = match Database::open(path.as_deref()) {
-                Ok(database) => database,
-                Err(message) => {
-                    let location = self.assembled.locate(&decl.origin, "/url");
-                    self.error("database-open", location, format!("cannot open database `{name}`: {message}"));
-                    continue;
-                }
+            let statements: Vec<String> =
+                decl.spec.setup.as_ref().map(|s| s.list()).unwrap_or_default().into_iter().map(str::to_owned).collect();
+            // A reload keeps the database it replaces open if the URL is the same.
+            let reused = self.previous.and_then(|previous| {
+                previous.databases.iter().find_map(|(old_name, db)| {
+                    let same = db.path == path && (path.is_some() || old_name == name);
+                    same.then(|| db.clone())
+                })
+            });
+            if let Some(database) = &reused
+                && database.setup() == statements
+            {
+                self.databases.insert(name.clone(), database.clone());
+                continue;
+            }
+            let database = match reused {
+                Some(database) => database,
+                None => match Database::open(path.as_deref()) {
+                    Ok(database) => Arc::new(database),
+                    Err(message) => {
+                        let location = self.assembled.locate(&decl.origin, "/url");
+                        self.error("database-open", location, format!("cannot open database `{name}`: {message}"));
+                        continue;
+                    }
+                },
             };
-            let statements = decl.spec.setup.as_ref().map(|s| s.list()).unwrap_or_default();
             let many = matches!(decl.spec.setup, Some(super::model::Statements::Many(_)));
             let mut ok = true;
             for (idx, statement) in statements.iter().enumerate() {
@@ -262,7 +285,8 @@ impl Builder<'_> {
                 }
             }
             if ok {
-                self.databases.insert(name.clone(), Arc::new(database));
+                database.set_setup(statements);
+                self.databases.insert(name.clone(), database);
             }
         }
     }
@@ -517,7 +541,7 @@ impl Builder<'_> {
                         return None;
                     }
                 };
-                self.files.push(path.clone());
+                self.inputs.files.push(path.clone());
                 let Some(mime_type) = spec.mime_type.clone().or_else(|| guess_mime(&path).map(str::to_owned)) else {
                     self.error("mime-type", location, format!("cannot tell the MIME type of `{file}`")).hint =
                         Some("add `mimeType:`, e.g. `mimeType: image/png`".to_owned());
@@ -867,7 +891,7 @@ impl Builder<'_> {
                     return None;
                 }
             };
-            self.files.push(path.clone());
+            self.inputs.files.push(path.clone());
             if mime_type.is_none() {
                 mime_type = guess_mime(&path).map(str::to_owned);
             }

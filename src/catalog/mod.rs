@@ -50,10 +50,8 @@ pub struct Catalog {
     pub data: minijinja::Value,
     /// Open databases by name.
     pub databases: IndexMap<String, Arc<Database>>,
-    /// Every file read to build this catalog (catalog files, templates, `file:` resources, media).
-    pub files: Vec<PathBuf>,
-    /// Folders whose new files could change the catalog (include globs, the templates folder).
-    pub folders: Vec<PathBuf>,
+    /// What it was built from (what a reload watches).
+    pub inputs: Inputs,
     tool_index: HashMap<String, usize>,
     prompt_index: HashMap<String, usize>,
     resource_index: HashMap<String, usize>,
@@ -284,20 +282,58 @@ pub struct Loaded {
     pub catalog: Option<Catalog>,
     /// Everything worth telling the author, in file order.
     pub diagnostics: Vec<Diagnostic>,
+    /// The files loading read (or tried to), valid or not: a reload watches
+    /// these, so fixing a broken include is noticed too.
+    pub inputs: Inputs,
+}
+
+/// The files a catalog is built from, and the places new ones could appear.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Inputs {
+    /// Every file read: catalog files, templates, `file:` resources, media.
+    pub files: Vec<PathBuf>,
+    /// The templates folder (whether or not it exists yet).
+    pub templates: Option<PathBuf>,
+    /// The `include:` patterns, resolved.
+    pub includes: Vec<IncludePattern>,
+}
+
+/// One `include:` entry, resolved against the file that names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IncludePattern {
+    /// The deepest folder of the pattern without glob characters.
+    pub folder: PathBuf,
+    /// The whole pattern, e.g. `/srv/catalog/tools/*.yaml`.
+    pub pattern: String,
 }
 
 /// Loads and validates the catalog at `path`, reading `${VAR}`s from the
 /// process environment.
 pub fn load(path: &Path) -> Loaded {
-    load_with_env(path, &|name| std::env::var(name).ok())
+    load_with(path, &|name| std::env::var(name).ok(), None)
 }
 
-/// Like [`load`], with the environment given explicitly (for tests).
-pub fn load_with_env(path: &Path, env: &dyn Fn(&str) -> Option<String>) -> Loaded {
+/// Loads the catalog at `path` again, to replace `previous`: databases that
+/// are still declared with the same URL stay open (their `setup` runs again
+/// only if it changed), so an in-memory database keeps its rows.
+pub fn reload(path: &Path, previous: &Catalog) -> Loaded {
+    load_with(path, &|name| std::env::var(name).ok(), Some(previous))
+}
+
+/// Like [`load`], with the environment given explicitly (for tests), and
+/// optionally the catalog this one replaces (see [`reload`]).
+pub fn load_with(path: &Path, env: &dyn Fn(&str) -> Option<String>, previous: Option<&Catalog>) -> Loaded {
     let mut diagnostics = Vec::new();
+    let mut inputs = Inputs { files: vec![path.to_path_buf()], ..Inputs::default() };
     let assembled = assemble::assemble(path, env, &mut diagnostics);
+    if let Some(assembled) = &assembled {
+        inputs.files = assembled.files.iter().map(|p| p.file.clone()).collect();
+        inputs.includes = assembled.includes.clone();
+    }
     let catalog = match assembled {
-        Some(assembled) if !crate::diag::has_errors(&diagnostics) => build::build(assembled, &mut diagnostics),
+        Some(assembled) if !crate::diag::has_errors(&diagnostics) => {
+            build::build(assembled, &mut diagnostics, &mut inputs, previous)
+        }
         _ => None,
     };
     let catalog = if crate::diag::has_errors(&diagnostics) { None } else { catalog };
@@ -308,5 +344,5 @@ pub fn load_with_env(path: &Path, env: &dyn Fn(&str) -> Option<String>) -> Loade
             b.location.column,
         ))
     });
-    Loaded { catalog, diagnostics }
+    Loaded { catalog, diagnostics, inputs }
 }

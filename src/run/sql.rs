@@ -23,6 +23,8 @@ pub struct Database {
     /// Where it lives (`None` for `sqlite::memory:`).
     pub path: Option<PathBuf>,
     connection: Mutex<Connection>,
+    /// The `setup` statements that last ran on it (a reload re-runs them only if they changed).
+    setup: Mutex<Vec<String>>,
 }
 
 /// Why a statement failed when a tool ran.
@@ -83,7 +85,17 @@ impl Database {
             let _mode: String =
                 connection.query_row("PRAGMA journal_mode=WAL", [], |row| row.get(0)).map_err(|err| err.to_string())?;
         }
-        Ok(Database { path: path.map(Path::to_path_buf), connection: Mutex::new(connection) })
+        Ok(Database { path: path.map(Path::to_path_buf), connection: Mutex::new(connection), setup: Mutex::default() })
+    }
+
+    /// The `setup` statements that last ran on this database.
+    pub fn setup(&self) -> Vec<String> {
+        self.setup.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    /// Records that `statements` ran as this database's `setup`.
+    pub fn set_setup(&self, statements: Vec<String>) {
+        *self.setup.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = statements;
     }
 
     /// Runs one `setup` statement (or several, separated by `;`).

@@ -15,7 +15,7 @@ use rmcp::model::{
     ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ServerConfig, SetLevelRequestParams,
     SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
 };
-use rmcp::service::{RequestContext, RoleServer};
+use rmcp::service::{RequestContext, RoleServer, SubscriptionContext};
 use rmcp::{ErrorData, ServerHandler};
 use serde_json::json;
 
@@ -222,6 +222,13 @@ impl ServerHandler for Handler {
 
     fn accepted_subscription_filter(&self, requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
         Some(requested.clone())
+    }
+
+    /// A 2026-07-28 listen stream: in the hub until the client cancels it.
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        let _membership = self.shared.hub.listen(context.sink().clone());
+        context.cancelled().await;
+        Ok(())
     }
 
     async fn on_custom_request(

@@ -34,6 +34,13 @@ pub struct Snapshot {
     pub catalog: Arc<Catalog>,
     /// What `initialize` answers (serverInfo, capabilities, instructions).
     pub info: ServerConfig,
+    /// Counts the catalogs this process has served: 1 at start, +1 per reload.
+    pub generation: u64,
+    /// A hash of everything the list methods return, as 16 hex digits.
+    pub fingerprint: String,
+    /// `_meta` of every list result: the generation and the fingerprint, so a
+    /// client that ignores notifications can still tell its menu is stale.
+    meta: rmcp::model::MetaObject,
     tools: Vec<Tool>,
     prompts: Vec<Prompt>,
     resources: Vec<Resource>,
@@ -54,8 +61,13 @@ pub enum ListKind {
 }
 
 impl Snapshot {
-    /// Builds the MCP forms of `catalog`.
+    /// Builds the MCP forms of `catalog`, the first one served.
     pub fn new(catalog: Catalog) -> Snapshot {
+        Snapshot::with_generation(catalog, 1)
+    }
+
+    /// Builds the MCP forms of `catalog`, served as `generation`.
+    pub fn with_generation(catalog: Catalog, generation: u64) -> Snapshot {
         #[allow(deprecated)] // logging is deprecated by SEP-2577 but still part of every version carte serves
         let capabilities = ServerCapabilities::builder()
             .enable_logging()
@@ -87,7 +99,40 @@ impl Snapshot {
         let prompts = catalog.prompts.iter().filter_map(|p| item(&p.wire)).collect();
         let resources = catalog.resources.iter().filter_map(|r| item(&r.wire)).collect();
         let resource_templates = catalog.resource_templates.iter().filter_map(|t| item(&t.wire)).collect();
-        Snapshot { catalog: Arc::new(catalog), info, tools, prompts, resources, resource_templates }
+        let mut snapshot = Snapshot {
+            catalog: Arc::new(catalog),
+            info,
+            generation,
+            fingerprint: String::new(),
+            meta: rmcp::model::MetaObject::default(),
+            tools,
+            prompts,
+            resources,
+            resource_templates,
+        };
+        snapshot.fingerprint = snapshot.compute_fingerprint();
+        let mut meta = Map::new();
+        meta.insert("carte/generation".to_owned(), json!(generation));
+        meta.insert("carte/fingerprint".to_owned(), json!(snapshot.fingerprint));
+        snapshot.meta = rmcp::model::MetaObject(meta);
+        snapshot
+    }
+
+    /// FNV-1a over the JSON of every list: stable across runs and machines.
+    fn compute_fingerprint(&self) -> String {
+        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+        for kind in [ListKind::Tools, ListKind::Prompts, ListKind::Resources, ListKind::Templates] {
+            for byte in self.list_json(kind).to_string().bytes() {
+                hash ^= u64::from(byte);
+                hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+            }
+        }
+        format!("{hash:016x}")
+    }
+
+    /// The list items, for comparing two snapshots.
+    pub fn items(&self) -> (&[Tool], &[Prompt], &[Resource], &[ResourceTemplate]) {
+        (&self.tools, &self.prompts, &self.resources, &self.resource_templates)
     }
 
     /// One page of `tools/list`.
@@ -95,6 +140,7 @@ impl Snapshot {
         let (page, next) = paginate(&self.tools, cursor)?;
         let mut result = ListToolsResult::with_all_items(page.to_vec());
         result.next_cursor = next;
+        result.meta = Some(self.meta.clone());
         Ok(result)
     }
 
@@ -103,6 +149,7 @@ impl Snapshot {
         let (page, next) = paginate(&self.prompts, cursor)?;
         let mut result = ListPromptsResult::with_all_items(page.to_vec());
         result.next_cursor = next;
+        result.meta = Some(self.meta.clone());
         Ok(result)
     }
 
@@ -111,6 +158,7 @@ impl Snapshot {
         let (page, next) = paginate(&self.resources, cursor)?;
         let mut result = ListResourcesResult::with_all_items(page.to_vec());
         result.next_cursor = next;
+        result.meta = Some(self.meta.clone());
         Ok(result)
     }
 
@@ -119,6 +167,7 @@ impl Snapshot {
         let (page, next) = paginate(&self.resource_templates, cursor)?;
         let mut result = ListResourceTemplatesResult::with_all_items(page.to_vec());
         result.next_cursor = next;
+        result.meta = Some(self.meta.clone());
         Ok(result)
     }
 

@@ -73,7 +73,9 @@ impl Server {
     pub fn start_with(catalog: &Path, envs: &[(&str, &str)], extra_args: &[&str]) -> Server {
         let mut command = carte();
         command.arg("serve").args(extra_args).arg(catalog);
-        command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null());
+        // CARTE_TEST_STDERR=1 shows the server's logs while debugging a test.
+        let stderr = if std::env::var_os("CARTE_TEST_STDERR").is_some() { Stdio::inherit() } else { Stdio::null() };
+        command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(stderr);
         for (key, value) in envs {
             command.env(key, value);
         }
@@ -184,6 +186,44 @@ impl Server {
         }
     }
 
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Waits for the next reload report (a `carte.reload` log message) and
+    /// returns it with the notifications that arrived before it, in order.
+    /// The report is sent after a reload's notifications, so it is a barrier:
+    /// whatever the reload announced has arrived.
+    pub fn wait_reload(&mut self) -> (Vec<Value>, Value) {
+        let deadline = Instant::now() + TIMEOUT;
+        let mut before = std::mem::take(&mut self.notifications);
+        loop {
+            if let Some(idx) = before.iter().position(is_reload_report) {
+                let report = before.remove(idx);
+                self.notifications = before.split_off(idx);
+                return (before, report);
+            }
+            let message =
+                self.next_message(deadline).unwrap_or_else(|| panic!("no reload report arrived; saw {before:?}"));
+            assert!(message.get("method").is_some() && message.get("id").is_none(), "unexpected message: {message}");
+            before.push(message);
+        }
+    }
+
+    /// Waits for reload reports until one says the catalog reloaded
+    /// (skipping error reports), returning the notifications before it.
+    pub fn wait_good_reload(&mut self) -> (Vec<Value>, Value) {
+        let mut seen = Vec::new();
+        loop {
+            let (before, report) = self.wait_reload();
+            seen.extend(before);
+            if report["params"]["level"] == "info" {
+                return (seen, report);
+            }
+        }
+    }
+
     /// Closes stdin and waits (bounded) for the process to exit.
     pub fn finish(mut self) -> std::process::ExitStatus {
         drop(self.stdin.take());
@@ -203,6 +243,19 @@ impl Drop for Server {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+fn is_reload_report(message: &Value) -> bool {
+    message["method"] == "notifications/message" && message["params"]["logger"] == "carte.reload"
+}
+
+/// The methods of `notifications`, in order, leaving out log messages.
+pub fn methods(notifications: &[Value]) -> Vec<String> {
+    notifications
+        .iter()
+        .filter_map(|n| n["method"].as_str().map(str::to_owned))
+        .filter(|method| method != "notifications/message")
+        .collect()
 }
 
 /// The text of a tool result's first block.

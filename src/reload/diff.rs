@@ -1,0 +1,100 @@
+//! What changed between two snapshots, as clients see it: the wire form of
+//! each list (so a comment-only edit changes nothing), and the contents of
+//! the resources clients subscribed to.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+use serde_json::{Map, Value};
+
+use crate::server::Snapshot;
+use crate::server::hub::Changes;
+
+/// The changes to announce, and a one-line summary for people.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Diff {
+    /// What clients are told.
+    pub changes: Changes,
+    /// E.g. `tools +book_room ~get_quote; prompts -plan`, or `no visible change`.
+    pub summary: String,
+}
+
+/// Compares `old` and `new`, reading each URI in `subscribed` from both.
+pub fn compare(old: &Snapshot, new: &Snapshot, subscribed: &BTreeSet<String>) -> Diff {
+    let (old_catalog, new_catalog) = (&old.catalog, &new.catalog);
+    let mut parts = Vec::new();
+    let tools = section(
+        "tools",
+        old_catalog.tools.iter().map(|t| (t.name.as_str(), &t.wire)),
+        new_catalog.tools.iter().map(|t| (t.name.as_str(), &t.wire)),
+        &mut parts,
+    );
+    let prompts = section(
+        "prompts",
+        old_catalog.prompts.iter().map(|p| (p.name.as_str(), &p.wire)),
+        new_catalog.prompts.iter().map(|p| (p.name.as_str(), &p.wire)),
+        &mut parts,
+    );
+    let resources = section(
+        "resources",
+        old_catalog.resources.iter().map(|r| (r.uri.as_str(), &r.wire)),
+        new_catalog.resources.iter().map(|r| (r.uri.as_str(), &r.wire)),
+        &mut parts,
+    );
+    let templates = section(
+        "resource templates",
+        old_catalog.resource_templates.iter().map(|t| (t.template.as_str(), &t.wire)),
+        new_catalog.resource_templates.iter().map(|t| (t.template.as_str(), &t.wire)),
+        &mut parts,
+    );
+    let updated: BTreeSet<String> = subscribed.iter().filter(|uri| read(old, uri) != read(new, uri)).cloned().collect();
+    if !updated.is_empty() {
+        parts.push(format!("updated {}", updated.iter().cloned().collect::<Vec<_>>().join(" ")));
+    }
+    if old_catalog.server != new_catalog.server {
+        parts.push("server info (clients see it when they next connect)".to_owned());
+    }
+    let summary = if parts.is_empty() { "no visible change".to_owned() } else { parts.join("; ") };
+    Diff { changes: Changes { tools, prompts, resources: resources || templates, updated }, summary }
+}
+
+/// Whether a list changed (order included); adds `name +added -removed ~changed` to `parts`.
+fn section<'a>(
+    name: &str,
+    old: impl Iterator<Item = (&'a str, &'a Map<String, Value>)>,
+    new: impl Iterator<Item = (&'a str, &'a Map<String, Value>)>,
+    parts: &mut Vec<String>,
+) -> bool {
+    let old: Vec<_> = old.collect();
+    let new: Vec<_> = new.collect();
+    if old == new {
+        return false;
+    }
+    let before: HashMap<&str, &Map<String, Value>> = old.iter().copied().collect();
+    let after: HashSet<&str> = new.iter().map(|(key, _)| *key).collect();
+    let mut words = Vec::new();
+    for (key, wire) in &new {
+        match before.get(key) {
+            None => words.push(format!("+{key}")),
+            Some(previous) if previous != wire => words.push(format!("~{key}")),
+            Some(_) => {}
+        }
+    }
+    for (key, _) in &old {
+        if !after.contains(key) {
+            words.push(format!("-{key}"));
+        }
+    }
+    if words.is_empty() {
+        words.push("reordered".to_owned());
+    }
+    parts.push(format!("{name} {}", words.join(" ")));
+    true
+}
+
+/// A resource's contents (or why it cannot be read), comparable.
+fn read(snapshot: &Snapshot, uri: &str) -> Value {
+    match snapshot.read_resource(uri) {
+        Ok(contents) => serde_json::to_value(contents).unwrap_or(Value::Null),
+        Err(err) => Value::String(err.message.into_owned()),
+    }
+}
