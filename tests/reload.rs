@@ -337,7 +337,7 @@ fn check_watch_rechecks_on_every_save() {
             }
         }
     });
-    let mut wait_for = |wanted: &str| {
+    let wait_for = |wanted: &str| {
         let deadline = std::time::Instant::now() + common::TIMEOUT;
         let mut seen = Vec::new();
         loop {
