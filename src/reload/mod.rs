@@ -168,7 +168,9 @@ fn apply(shared: &Shared, outcome: Outcome) {
             if !warnings.is_empty() {
                 eprint!("{}", diag::render_human(&warnings));
             }
-            shared.replace(Arc::new(*next));
+            let previous = shared.replace(Arc::new(*next));
+            // Freeing a large catalog takes a while: not on the thread that answers requests.
+            tokio::task::spawn_blocking(move || drop(previous));
             shared.hub.announce(&diff.changes);
             tracing::info!("reloaded (generation {generation}): {}", diff.summary);
             shared.hub.log(

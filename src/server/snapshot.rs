@@ -120,14 +120,12 @@ impl Snapshot {
 
     /// FNV-1a over the JSON of every list: stable across runs and machines.
     fn compute_fingerprint(&self) -> String {
-        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-        for kind in [ListKind::Tools, ListKind::Prompts, ListKind::Resources, ListKind::Templates] {
-            for byte in self.list_json(kind).to_string().bytes() {
-                hash ^= u64::from(byte);
-                hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-            }
-        }
-        format!("{hash:016x}")
+        let mut hasher = Fnv(0xcbf2_9ce4_8422_2325);
+        let _ = serde_json::to_writer(&mut hasher, &self.tools);
+        let _ = serde_json::to_writer(&mut hasher, &self.prompts);
+        let _ = serde_json::to_writer(&mut hasher, &self.resources);
+        let _ = serde_json::to_writer(&mut hasher, &self.resource_templates);
+        format!("{:016x}", hasher.0)
     }
 
     /// The list items, for comparing two snapshots.
@@ -266,6 +264,23 @@ impl Snapshot {
         let info = CompletionInfo::with_pagination(shown, Some(u32::try_from(total).unwrap_or(u32::MAX)), has_more)
             .map_err(|err| ErrorData::internal_error(err, None))?;
         Ok(CompleteResult::new(info))
+    }
+}
+
+/// FNV-1a as a writer, so a list is hashed as it is serialized.
+struct Fnv(u64);
+
+impl std::io::Write for Fnv {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        for &byte in bytes {
+            self.0 ^= u64::from(byte);
+            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
     }
 }
 
