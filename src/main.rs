@@ -9,6 +9,7 @@ use anyhow::Context as _;
 use carte::catalog::{self, Catalog};
 use carte::diag::{self, Diagnostic};
 use carte::reload;
+use carte::server::http::HttpOptions;
 use carte::server::{ListKind, Shared, Snapshot};
 use clap::{Parser, Subcommand, ValueEnum};
 use serde_json::{Map, Value};
@@ -21,6 +22,15 @@ Logs go to stderr; set CARTE_LOG=debug for more (stdout is the protocol on stdio
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// How logs on stderr look: `text` for people, `json` (one object per line) for log shippers.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Subcommand)]
@@ -43,6 +53,27 @@ enum Command {
         /// events (for network mounts).
         #[arg(long, value_name = "MS")]
         poll: Option<u64>,
+        /// Serve MCP's Streamable HTTP at http://ADDR/mcp instead of stdio
+        /// (e.g. 127.0.0.1:8080), with /healthz and /readyz.
+        #[arg(long, value_name = "ADDR")]
+        http: Option<std::net::SocketAddr>,
+        /// HTTP: also accept this Origin (e.g. https://app.example.com:443); repeatable.
+        #[arg(long, value_name = "ORIGIN", requires = "http")]
+        allow_origin: Vec<String>,
+        /// HTTP: also accept this Host header (e.g. mcp.example.com); repeatable.
+        #[arg(long, value_name = "HOST", requires = "http")]
+        allow_host: Vec<String>,
+        /// HTTP: require `Authorization: Bearer <token>`, the token read from this
+        /// environment variable.
+        #[arg(long, value_name = "NAME", requires = "http")]
+        auth_token_env: Option<String>,
+        /// HTTP: close a session after SECS without traffic (default: never; an
+        /// open notification stream keeps a session).
+        #[arg(long, value_name = "SECS", requires = "http")]
+        session_idle_timeout: Option<u64>,
+        /// HTTP: largest request body in bytes.
+        #[arg(long, value_name = "BYTES", default_value_t = 4 * 1024 * 1024)]
+        max_body_bytes: usize,
     },
     /// Validate catalogs and print every problem found (exit 0 valid, 1 invalid, 2 unreadable).
     Check {
@@ -112,7 +143,7 @@ enum Kind {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging();
+    init_logging(cli.log_format);
     match run(cli) {
         Ok(code) => code,
         Err(err) => {
@@ -122,16 +153,15 @@ fn main() -> ExitCode {
     }
 }
 
-fn init_logging() {
+fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("CARTE_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=error"));
     use std::io::IsTerminal as _;
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_target(false)
-        .init();
+    let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false);
+    match format {
+        LogFormat::Json => logs.json().init(),
+        LogFormat::Text => logs.with_ansi(std::io::stderr().is_terminal()).init(),
+    }
 }
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
@@ -140,15 +170,55 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread().enable_all().build().context("cannot start the async runtime")
 }
 
+/// HTTP serves many clients at once: one worker per core.
+fn http_runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the async runtime")
+}
+
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
-        Command::Serve { catalog, debounce, no_watch, poll } => {
+        Command::Serve {
+            catalog,
+            debounce,
+            no_watch,
+            poll,
+            http,
+            allow_origin,
+            allow_host,
+            auth_token_env,
+            session_idle_timeout,
+            max_body_bytes,
+        } => {
             let watch = match (no_watch, poll) {
                 (true, _) => None,
                 (false, Some(ms)) => Some(reload::Mode::Poll(Duration::from_millis(ms.max(1)))),
                 (false, None) => Some(reload::Mode::Events),
             };
-            serve(&catalog, reload::Options { debounce: Duration::from_millis(debounce), watch })
+            let reloading = reload::Options { debounce: Duration::from_millis(debounce), watch };
+            let http = match http {
+                None => None,
+                Some(addr) => {
+                    let auth_token = match auth_token_env {
+                        None => None,
+                        Some(name) => match std::env::var(&name) {
+                            Ok(token) if !token.trim().is_empty() => Some(token.trim().to_owned()),
+                            _ => anyhow::bail!(
+                                "--auth-token-env {name}: the environment variable `{name}` is not set or empty; \
+                                 set it to the token clients must send"
+                            ),
+                        },
+                    };
+                    Some(HttpOptions {
+                        addr,
+                        allow_hosts: allow_host,
+                        allow_origins: allow_origin,
+                        auth_token,
+                        session_idle: session_idle_timeout.map(Duration::from_secs),
+                        max_body_bytes,
+                    })
+                }
+            };
+            serve(&catalog, reloading, http)
         }
         Command::Check { catalogs, format, watch: true } => check_watch(&catalogs, format),
         Command::Check { catalogs, format, watch: false } => Ok(check(&catalogs, format).0),
@@ -235,23 +305,27 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn serve(path: &Path, options: reload::Options) -> anyhow::Result<ExitCode> {
+fn serve(path: &Path, options: reload::Options, http: Option<HttpOptions>) -> anyhow::Result<ExitCode> {
     let Some(snapshot) = load_or_report(path) else { return Ok(ExitCode::from(1)) };
     let catalog = &snapshot.catalog;
     tracing::info!(
-        "serving {} ({} tools, {} prompts, {} resources, {} resource templates) on stdio",
+        "serving {} ({} tools, {} prompts, {} resources, {} resource templates) on {}",
         path.display(),
         catalog.tools.len(),
         catalog.prompts.len(),
         catalog.resources.len(),
-        catalog.resource_templates.len()
+        catalog.resource_templates.len(),
+        if http.is_some() { "HTTP" } else { "stdio" }
     );
     let inputs = catalog.inputs.clone();
     let shared = Shared::new(snapshot);
-    let runtime = runtime()?;
+    let runtime = if http.is_some() { http_runtime()? } else { runtime()? };
     let served = runtime.block_on(async {
         tokio::spawn(reload::run(path.to_path_buf(), shared.clone(), inputs, options, std::future::pending()));
-        carte::server::serve_stdio(shared, shutdown_signal()).await
+        match http {
+            Some(http) => carte::server::http::serve_http(shared, http, shutdown_signal()).await,
+            None => carte::server::serve_stdio(shared, shutdown_signal()).await,
+        }
     });
     // A reload still loading on the blocking pool is abandoned.
     runtime.shutdown_timeout(Duration::from_millis(500));

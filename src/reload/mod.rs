@@ -165,6 +165,7 @@ fn apply(shared: &Shared, outcome: Outcome) {
         Outcome::Valid { next, diff, warnings } => {
             let generation = next.generation;
             let fingerprint = next.fingerprint.clone();
+            shared.record_reload(None);
             if !warnings.is_empty() {
                 eprint!("{}", diag::render_human(&warnings));
             }
@@ -186,6 +187,7 @@ fn apply(shared: &Shared, outcome: Outcome) {
         Outcome::Invalid { diagnostics } => {
             let generation = shared.snapshot().generation;
             let text = diag::render_human(&diagnostics);
+            shared.record_reload(Some(text.clone()));
             tracing::error!("the catalog has errors; still serving generation {generation}\n{}", text.trim_end());
             shared.hub.log(
                 LoggingLevel::Error,

@@ -116,6 +116,7 @@ impl ServerHandler for Handler {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        let _in_flight = self.shared.call_started();
         let snapshot = self.shared.snapshot();
         let started = Instant::now();
         let result = snapshot.call_tool(&request.name, request.arguments).await?;

@@ -3,17 +3,21 @@
 //! - [`snapshot`]: a catalog in MCP's terms, and the operations answering requests;
 //! - [`handler`]: the rmcp `ServerHandler` of one session;
 //! - [`hub`]: the connected sessions, for notifications;
-//! - [`stdio`]: the line transport on stdin/stdout.
+//! - [`stdio`]: the line transport on stdin/stdout;
+//! - [`http`]: Streamable HTTP for many clients, with health endpoints.
 //!
 //! [`Shared`] holds the current snapshot; every request takes it once and
 //! answers from that one.
 
 pub mod handler;
+pub mod http;
 pub mod hub;
 pub mod snapshot;
 pub mod stdio;
 
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::SystemTime;
 
 use rmcp::ServiceExt;
 
@@ -25,12 +29,75 @@ pub struct Shared {
     current: RwLock<Arc<Snapshot>>,
     /// The connected sessions.
     pub hub: hub::Hub,
+    reloads: Mutex<ReloadStatus>,
+    calls: AtomicUsize,
+    calls_done: tokio::sync::Notify,
+}
+
+/// How the last reload went, for `/readyz`.
+#[derive(Debug, Clone, Default)]
+pub struct ReloadStatus {
+    /// When the last reload (good or bad) finished.
+    pub last_reload: Option<SystemTime>,
+    /// The diagnostics of the last reload, if it failed (cleared by a good one).
+    pub last_error: Option<String>,
+}
+
+/// Counts a tool call as in flight until dropped (shutdown waits for these).
+pub struct CallGuard<'a>(&'a Shared);
+
+impl Drop for CallGuard<'_> {
+    fn drop(&mut self) {
+        if self.0.calls.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.0.calls_done.notify_waiters();
+        }
+    }
 }
 
 impl Shared {
     /// Starts with `snapshot` as the current catalog.
     pub fn new(snapshot: Snapshot) -> Arc<Shared> {
-        Arc::new(Shared { current: RwLock::new(Arc::new(snapshot)), hub: hub::Hub::default() })
+        Arc::new(Shared {
+            current: RwLock::new(Arc::new(snapshot)),
+            hub: hub::Hub::default(),
+            reloads: Mutex::default(),
+            calls: AtomicUsize::new(0),
+            calls_done: tokio::sync::Notify::new(),
+        })
+    }
+
+    /// Records the outcome of a reload.
+    pub fn record_reload(&self, error: Option<String>) {
+        let mut status = self.reloads.lock().unwrap_or_else(PoisonError::into_inner);
+        status.last_reload = Some(SystemTime::now());
+        status.last_error = error;
+    }
+
+    /// How the last reload went.
+    pub fn reload_status(&self) -> ReloadStatus {
+        self.reloads.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// Marks a tool call in flight.
+    pub fn call_started(&self) -> CallGuard<'_> {
+        self.calls.fetch_add(1, Ordering::AcqRel);
+        CallGuard(self)
+    }
+
+    /// How many tool calls are running now.
+    pub fn calls_in_flight(&self) -> usize {
+        self.calls.load(Ordering::Acquire)
+    }
+
+    /// Waits until no tool call is in flight.
+    pub async fn calls_finished(&self) {
+        loop {
+            let done = self.calls_done.notified();
+            if self.calls.load(Ordering::Acquire) == 0 {
+                return;
+            }
+            done.await;
+        }
     }
 
     /// The catalog requests are answered from now.

@@ -2,6 +2,8 @@
 //! stdio as raw JSON lines, with every wait bounded.
 #![allow(dead_code)]
 
+pub mod http;
+
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
