@@ -102,7 +102,8 @@ fn main() {
     let arguments: Map<String, Value> =
         json!({ "room": "Focus", "tier": "pro", "hours": 3 }).as_object().cloned().unwrap_or_default();
     let per_call = time_per_iteration(100_000, || {
-        let result = runtime.block_on(snapshot.call_tool("get_quote", Some(arguments.clone())));
+        let result =
+            runtime.block_on(snapshot.call_tool("get_quote", Some(arguments.clone()), &carte::run::steps::NoClient));
         std::hint::black_box(serde_json::to_vec(&result.expect("get_quote answers")).expect("serializes"));
     });
     println!("tools/call get_quote, in process (validate, render, serialize): {:.2} µs", per_call);

@@ -254,7 +254,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 let (key, value) = split_pair(pair)?;
                 arguments.insert(key.to_owned(), typed_argument(schema.as_ref(), key, value));
             }
-            let result = runtime()?.block_on(snapshot.call_tool(&tool, Some(arguments)));
+            let client = carte::run::steps::NoClient;
+            let result = runtime()?.block_on(snapshot.call_tool(&tool, Some(arguments), &client));
             match result {
                 Ok(result) => {
                     let failed = result.is_error == Some(true);

@@ -196,6 +196,7 @@ fn fixtures_cover_every_diagnostic_code() {
     // checked-in file.
     const CODES: &[&str] = &[
         "complete-key",
+        "step",
         "content-block",
         "database-open",
         "database-setup",

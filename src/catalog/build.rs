@@ -13,10 +13,13 @@ use indexmap::IndexMap;
 use serde_json::{Map, Value, json};
 
 use super::assemble::{Assembled, Declared, Origin, io_reason};
-use super::model::{ContentSpec, MediaSpec, PromptSpec, ResourceSpec, ResourceTemplateSpec, RunSpec, ToolSpec};
+use super::model::{
+    ContentSpec, MediaSpec, NumberSpec, PromptSpec, ResourceSpec, ResourceTemplateSpec, RunSpec, SleepSpec, StepSpec,
+    ToolSpec,
+};
 use super::{
-    Block, Body, Catalog, Effect, Inputs, MediaKind, Prompt, PromptArgument, Resource, ResourceTemplate, ResultSpec,
-    Schema, ServerInfo, Tool,
+    Amount, Block, Body, Catalog, Effect, Inputs, MediaKind, Prompt, PromptArgument, Resource, ResourceTemplate,
+    ResultSpec, Schema, ServerInfo, Step, StepData, Tool,
 };
 use crate::diag::{Diagnostic, Location, did_you_mean};
 use crate::render;
@@ -596,8 +599,16 @@ impl Builder<'_> {
         if run.sql.is_some() {
             names.push("rows".to_owned());
         }
+        let declared_steps = run.steps.as_deref().unwrap_or_default();
+        if declared_steps.iter().any(|step| step.elicit.is_some()) {
+            names.push("elicited".to_owned());
+        }
+        if declared_steps.iter().any(|step| step.sample.is_some()) {
+            names.push("sampled".to_owned());
+        }
         let mut scope = Scope::new(names);
         let owner = format!("tool {}:", spec.name);
+        let steps = self.steps(declared_steps, &owner, origin, &mut scope);
         let result = self.result(run, &owner, origin, &mut scope);
         if let Some(Effect::Sql { statement, database }) = &effect
             && let Ok(params) = database.check(statement)
@@ -654,10 +665,11 @@ impl Builder<'_> {
             None => None,
         };
         let result = result?;
+        let steps = steps?;
         if run.sql.is_some() && effect.is_none() {
             return None;
         }
-        Some(Tool { name: spec.name.clone(), wire, input, output, structured, effect, result })
+        Some(Tool { name: spec.name.clone(), wire, input, output, structured, steps, effect, result })
     }
 
     fn effect(&mut self, run: &RunSpec, properties: &[String], origin: &Origin) -> Option<Effect> {
@@ -713,6 +725,139 @@ impl Builder<'_> {
                 None
             }
         }
+    }
+
+    /// Checks `run.steps` and registers their templates.
+    fn steps(&mut self, specs: &[StepSpec], owner: &str, origin: &Origin, scope: &mut Scope) -> Option<Vec<Step>> {
+        let mut steps = Vec::new();
+        let mut ok = true;
+        for (idx, spec) in specs.iter().enumerate() {
+            let below = format!("/run/steps/{idx}");
+            let kinds: Vec<&str> = [
+                ("log", spec.log.is_some()),
+                ("progress", spec.progress.is_some()),
+                ("sleep", spec.sleep.is_some()),
+                ("elicit", spec.elicit.is_some()),
+                ("sample", spec.sample.is_some()),
+            ]
+            .into_iter()
+            .filter_map(|(k, present)| present.then_some(k))
+            .collect();
+            if kinds.len() != 1 {
+                let location = self.assembled.locate(origin, &below);
+                let message = if kinds.is_empty() {
+                    "this step does nothing".to_owned()
+                } else {
+                    format!("a step does one thing, but this one has `{}`", kinds.join("` and `"))
+                };
+                self.error("step", location, message).hint = Some(
+                    "write each as its own list item: `- log: …`, `- progress: …`, `- sleep: 50ms`, `- elicit: …`, `- sample: …`"
+                        .to_owned(),
+                );
+                ok = false;
+                continue;
+            }
+            let name = |key: &str| format!("{owner}/run/steps/{idx}/{key}");
+            let step = if let Some(log) = &spec.log {
+                let data = match &log.data {
+                    Value::String(text) => self
+                        .inline(name("log/data"), text, origin, &format!("{below}/log/data"), scope)
+                        .map(StepData::Template),
+                    other => Some(StepData::Literal(other.clone())),
+                };
+                data.map(|data| Step::Log { level: log.level, logger: log.logger.clone(), data })
+            } else if let Some(progress) = &spec.progress {
+                let amount = |builder: &mut Self, value: &NumberSpec, key: &str, scope: &mut Scope| match value {
+                    NumberSpec::Number(n) => Some(Amount::Number(*n)),
+                    NumberSpec::Template(text) => builder
+                        .inline(
+                            name(&format!("progress/{key}")),
+                            text,
+                            origin,
+                            &format!("{below}/progress/{key}"),
+                            scope,
+                        )
+                        .map(Amount::Template),
+                };
+                let value = amount(self, &progress.progress, "progress", scope);
+                let total = match &progress.total {
+                    Some(total) => amount(self, total, "total", scope).map(Some),
+                    None => Some(None),
+                };
+                let message = match &progress.message {
+                    Some(text) => self
+                        .inline(name("progress/message"), text, origin, &format!("{below}/progress/message"), scope)
+                        .map(Some),
+                    None => Some(None),
+                };
+                match (value, total, message) {
+                    (Some(progress), Some(total), Some(message)) => Some(Step::Progress { progress, total, message }),
+                    _ => None,
+                }
+            } else if let Some(sleep) = &spec.sleep {
+                match parse_duration(sleep) {
+                    Ok(duration) => Some(Step::Sleep(duration)),
+                    Err(message) => {
+                        let location = self.assembled.locate(origin, &format!("{below}/sleep"));
+                        self.error("step", location, message).hint =
+                            Some("write a duration such as `50ms`, `2s` or `1m` (at most 10m)".to_owned());
+                        None
+                    }
+                }
+            } else if let Some(elicit) = &spec.elicit {
+                let message = self.inline(
+                    name("elicit/message"),
+                    &elicit.message,
+                    origin,
+                    &format!("{below}/elicit/message"),
+                    scope,
+                );
+                if elicit.requested_schema.get("type").and_then(Value::as_str) != Some("object") {
+                    let location = self.assembled.locate(origin, &format!("{below}/elicit/requestedSchema"));
+                    self.error("step", location, "`requestedSchema` must have `type: object` at the top").hint = Some(
+                        "an elicitation form is an object of primitive properties: `type: object` with `properties:`"
+                            .to_owned(),
+                    );
+                    None
+                } else {
+                    message
+                        .map(|message| Step::Elicit { message, schema: Value::Object(elicit.requested_schema.clone()) })
+                }
+            } else if let Some(sample) = &spec.sample {
+                let mut messages = Vec::new();
+                let mut all = true;
+                for (at, message) in sample.messages.iter().enumerate() {
+                    let key = format!("sample/messages/{at}/text");
+                    match self.inline(name(&key), &message.text, origin, &format!("{below}/{key}"), scope) {
+                        Some(template) => messages.push((message.role, template)),
+                        None => all = false,
+                    }
+                }
+                let system = match &sample.system_prompt {
+                    Some(text) => self
+                        .inline(
+                            name("sample/systemPrompt"),
+                            text,
+                            origin,
+                            &format!("{below}/sample/systemPrompt"),
+                            scope,
+                        )
+                        .map(Some),
+                    None => Some(None),
+                };
+                match system {
+                    Some(system) if all => Some(Step::Sample { messages, max_tokens: sample.max_tokens, system }),
+                    _ => None,
+                }
+            } else {
+                None
+            };
+            match step {
+                Some(step) => steps.push(step),
+                None => ok = false,
+            }
+        }
+        ok.then_some(steps)
     }
 
     fn result(&mut self, run: &RunSpec, owner: &str, origin: &Origin, scope: &mut Scope) -> Option<ResultSpec> {
@@ -1223,4 +1368,28 @@ pub fn is_text_mime(mime: &str) -> bool {
         )
         || essence.ends_with("+json")
         || essence.ends_with("+xml")
+}
+
+/// Reads a `sleep` duration: milliseconds, or `250ms`, `2s`, `1m`.
+fn parse_duration(spec: &SleepSpec) -> Result<std::time::Duration, String> {
+    let millis = match spec {
+        SleepSpec::Millis(ms) => *ms,
+        SleepSpec::Text(text) => {
+            let text = text.trim();
+            let (number, unit) =
+                text.split_at(text.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(text.len()));
+            let number: f64 = number.parse().map_err(|_| format!("`{text}` is not a duration"))?;
+            let factor = match unit.trim() {
+                "ms" | "" => 1.0,
+                "s" => 1000.0,
+                "m" | "min" => 60_000.0,
+                other => return Err(format!("unknown unit `{other}` in `{text}`")),
+            };
+            (number * factor).round() as u64
+        }
+    };
+    if millis > 600_000 {
+        return Err(format!("a sleep of {millis} ms is longer than 10 minutes"));
+    }
+    Ok(std::time::Duration::from_millis(millis))
 }

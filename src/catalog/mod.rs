@@ -86,6 +86,8 @@ pub struct Tool {
     pub output: Option<Schema>,
     /// Whether the rendered text is JSON that also becomes `structuredContent`.
     pub structured: bool,
+    /// Steps taken before the effect (log, progress, sleep, elicit, sample).
+    pub steps: Vec<Step>,
     /// What the tool does before rendering.
     pub effect: Option<Effect>,
     /// How the result is rendered.
@@ -122,6 +124,66 @@ fn compiled<'a>(schema: &'a Schema, source: Option<&Value>) -> Result<&'a jsonsc
         })
         .as_ref()
         .map_err(String::as_str)
+}
+
+/// One step of a tool's `run.steps`, checked and ready to run. Texts are
+/// names of templates in the catalog's environment.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
+    /// Send a log message to the calling client.
+    Log {
+        /// Its level.
+        level: model::LogLevel,
+        /// Its logger (default `carte.tools`).
+        logger: Option<String>,
+        /// What is logged.
+        data: StepData,
+    },
+    /// Send `notifications/progress` (when the call has a progress token).
+    Progress {
+        /// How far along.
+        progress: Amount,
+        /// Out of how much.
+        total: Option<Amount>,
+        /// A message template.
+        message: Option<String>,
+    },
+    /// Wait.
+    Sleep(std::time::Duration),
+    /// Ask the user; the answer becomes `elicited`.
+    Elicit {
+        /// The question's template.
+        message: String,
+        /// The form, as declared.
+        schema: Value,
+    },
+    /// Ask the client's model; the reply becomes `sampled`.
+    Sample {
+        /// Roles and text templates.
+        messages: Vec<(Role, String)>,
+        /// Token limit.
+        max_tokens: u32,
+        /// The system prompt's template.
+        system: Option<String>,
+    },
+}
+
+/// What a `log` step sends.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StepData {
+    /// A template's output.
+    Template(String),
+    /// A value as written.
+    Literal(Value),
+}
+
+/// A number in a step: as written, or a template's output.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Amount {
+    /// As written.
+    Number(f64),
+    /// A template rendering a number.
+    Template(String),
 }
 
 /// A tool's side effect.

@@ -185,6 +185,128 @@ pub struct RunSpec {
     /// The rendered text is JSON: it also becomes `structuredContent`.
     #[serde(default)]
     pub json: Option<bool>,
+    /// Steps taken in order before the effect and the result: log, progress,
+    /// sleep, elicit, sample.
+    #[serde(default)]
+    pub steps: Option<Vec<StepSpec>>,
+}
+
+/// One step of `run.steps`; exactly one of its keys.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StepSpec {
+    /// Sends a log message (`notifications/message`) to the calling client, at its level.
+    #[serde(default)]
+    pub log: Option<LogStepSpec>,
+    /// Sends `notifications/progress` when the call carried a progress token.
+    #[serde(default)]
+    pub progress: Option<ProgressStepSpec>,
+    /// Waits, e.g. `50ms`, `2s`, or a number of milliseconds.
+    #[serde(default)]
+    pub sleep: Option<SleepSpec>,
+    /// Asks the user for input (`elicitation/create`); the answer is `elicited`.
+    #[serde(default)]
+    pub elicit: Option<ElicitStepSpec>,
+    /// Asks the client's model (`sampling/createMessage`); the reply is `sampled`.
+    #[serde(default)]
+    pub sample: Option<SampleStepSpec>,
+}
+
+/// A `log` step.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LogStepSpec {
+    /// The MCP log level.
+    pub level: LogLevel,
+    /// What is logged: a string is a template; other values are sent as written.
+    pub data: Value,
+    /// The logger name (default: `carte.tools`).
+    #[serde(default)]
+    pub logger: Option<String>,
+}
+
+/// MCP log levels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+#[allow(missing_docs)]
+pub enum LogLevel {
+    Debug,
+    Info,
+    Notice,
+    Warning,
+    Error,
+    Critical,
+    Alert,
+    Emergency,
+}
+
+/// A `progress` step.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProgressStepSpec {
+    /// How far along: a number, or a template rendering one.
+    pub progress: NumberSpec,
+    /// Out of how much (optional).
+    #[serde(default)]
+    pub total: Option<NumberSpec>,
+    /// A template of a message for people (optional).
+    #[serde(default)]
+    pub message: Option<String>,
+}
+
+/// A number, or a template that renders one.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum NumberSpec {
+    /// A number as written.
+    Number(f64),
+    /// A template rendering a number.
+    Template(String),
+}
+
+/// How long a `sleep` step waits.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum SleepSpec {
+    /// Milliseconds.
+    Millis(u64),
+    /// `250ms`, `2s`, `1m`.
+    Text(String),
+}
+
+/// An `elicit` step.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ElicitStepSpec {
+    /// A template of what to ask the user.
+    pub message: String,
+    /// The form: a flat JSON Schema object of primitive properties.
+    #[serde(rename = "requestedSchema")]
+    pub requested_schema: Map<String, Value>,
+}
+
+/// A `sample` step.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SampleStepSpec {
+    /// The conversation to send; each text is a template.
+    pub messages: Vec<SampleMessageSpec>,
+    /// The most tokens the client's model may produce.
+    #[serde(rename = "maxTokens")]
+    pub max_tokens: u32,
+    /// A template of the system prompt (optional).
+    #[serde(default, rename = "systemPrompt")]
+    pub system_prompt: Option<String>,
+}
+
+/// One message of a `sample` step.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SampleMessageSpec {
+    /// `user` or `assistant`.
+    pub role: Role,
+    /// A template of the message text.
+    pub text: String,
 }
 
 /// The `sql` effect.

@@ -8,6 +8,7 @@
 //! crash and never a protocol error.
 
 pub mod sql;
+pub mod steps;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -37,29 +38,59 @@ impl ToolOutcome {
     }
 }
 
-/// Calls `tool` of `catalog` with `arguments`.
-pub async fn call(catalog: &Arc<Catalog>, tool: &Tool, arguments: Map<String, Value>) -> ToolOutcome {
-    let arguments = Value::Object(arguments);
-    let input = match tool.input_validator() {
-        Ok(input) => input,
-        Err(err) => {
-            return ToolOutcome::error(format!(
-                "tool `{}` has an inputSchema that cannot be compiled: {err}",
-                tool.name
-            ));
-        }
-    };
-    if !input.is_valid(&arguments) {
-        let violations: Vec<String> = input.iter_errors(&arguments).map(|e| describe_violation(&e)).collect();
-        return ToolOutcome::error(format!("invalid arguments for tool `{}`: {}", tool.name, violations.join("; ")));
-    }
-    let Value::Object(arguments) = arguments else {
-        return ToolOutcome::error("arguments must be an object");
+/// The client cancelled the call: it gets no result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cancelled;
+
+/// Calls `tool` of `catalog` with `arguments`, on behalf of `client`.
+pub async fn call(
+    catalog: &Arc<Catalog>,
+    tool: &Tool,
+    arguments: Map<String, Value>,
+    client: &dyn steps::Client,
+) -> Result<ToolOutcome, Cancelled> {
+    let arguments = match check_arguments(tool, arguments) {
+        Ok(arguments) => arguments,
+        Err(outcome) => return Ok(outcome),
     };
     let mut context: BTreeMap<String, TemplateValue> =
         arguments.iter().map(|(k, v)| (k.clone(), crate::render::to_value(v))).collect();
     context.insert("arguments".to_owned(), crate::render::to_value(&arguments));
     context.insert("data".to_owned(), catalog.data.clone());
+    match steps::run(catalog, &tool.name, &tool.steps, &mut context, client).await {
+        Err(steps::Stopped::Cancelled) => Err(Cancelled),
+        Err(steps::Stopped::Failed(message)) => Ok(ToolOutcome::error(message)),
+        Ok(()) => Ok(finish(catalog, tool, arguments, context).await),
+    }
+}
+
+/// The arguments, if they satisfy `inputSchema`; else the error result.
+fn check_arguments(tool: &Tool, arguments: Map<String, Value>) -> Result<Map<String, Value>, ToolOutcome> {
+    let arguments = Value::Object(arguments);
+    let input = tool.input_validator().map_err(|err| {
+        ToolOutcome::error(format!("tool `{}` has an inputSchema that cannot be compiled: {err}", tool.name))
+    })?;
+    if !input.is_valid(&arguments) {
+        let violations: Vec<String> = input.iter_errors(&arguments).map(|e| describe_violation(&e)).collect();
+        return Err(ToolOutcome::error(format!(
+            "invalid arguments for tool `{}`: {}",
+            tool.name,
+            violations.join("; ")
+        )));
+    }
+    match arguments {
+        Value::Object(arguments) => Ok(arguments),
+        _ => Err(ToolOutcome::error("arguments must be an object")),
+    }
+}
+
+/// Runs the effect, then renders the result.
+async fn finish(
+    catalog: &Catalog,
+    tool: &Tool,
+    arguments: Map<String, Value>,
+    mut context: BTreeMap<String, TemplateValue>,
+) -> ToolOutcome {
     let mut effect_result: Option<Value> = None;
     if let Some(effect) = &tool.effect {
         match run_effect(effect, arguments).await {

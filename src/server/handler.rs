@@ -21,6 +21,9 @@ use serde_json::json;
 
 use super::Shared;
 use super::hub::{Session, severity};
+use crate::catalog::model::LogLevel;
+use crate::run::steps::{Client, ClientFuture};
+use rmcp::model::{CreateMessageRequestParams, ElicitRequestParams, ProgressNotificationParam};
 
 /// MCP methods rmcp parses itself: if one reaches `on_custom_request`, its
 /// parameters did not fit, which is -32602, not "method not found".
@@ -119,7 +122,8 @@ impl ServerHandler for Handler {
         let _in_flight = self.shared.call_started();
         let snapshot = self.shared.snapshot();
         let started = Instant::now();
-        let result = snapshot.call_tool(&request.name, request.arguments).await?;
+        let client = RequestClient { handler: self, context: &context };
+        let result = snapshot.call_tool(&request.name, request.arguments, &client).await?;
         if result.is_error == Some(true) {
             let text = result.content.iter().find_map(|c| c.as_text().map(|t| t.text.clone())).unwrap_or_default();
             self.log(&context, LoggingLevel::Notice, "carte.tools", || json!({ "tool": request.name, "error": text }))
@@ -249,5 +253,90 @@ impl ServerHandler for Handler {
                 None,
             ))
         }
+    }
+}
+
+/// The calling client, for a tool's steps: log and progress notifications
+/// on this request, and elicitation and sampling requests to the client.
+struct RequestClient<'a> {
+    handler: &'a Handler,
+    context: &'a RequestContext<RoleServer>,
+}
+
+fn rmcp_level(level: LogLevel) -> LoggingLevel {
+    match level {
+        LogLevel::Debug => LoggingLevel::Debug,
+        LogLevel::Info => LoggingLevel::Info,
+        LogLevel::Notice => LoggingLevel::Notice,
+        LogLevel::Warning => LoggingLevel::Warning,
+        LogLevel::Error => LoggingLevel::Error,
+        LogLevel::Critical => LoggingLevel::Critical,
+        LogLevel::Alert => LoggingLevel::Alert,
+        LogLevel::Emergency => LoggingLevel::Emergency,
+    }
+}
+
+impl Client for RequestClient<'_> {
+    fn log(&self, level: LogLevel, logger: &str, data: serde_json::Value) -> ClientFuture<'_, ()> {
+        let logger = logger.to_owned();
+        Box::pin(async move { self.handler.log(self.context, rmcp_level(level), &logger, || data).await })
+    }
+
+    fn progress(&self, progress: f64, total: Option<f64>, message: Option<String>) -> ClientFuture<'_, ()> {
+        Box::pin(async move {
+            let Some(token) = self.context.meta.get_progress_token() else { return };
+            let mut param = json!({ "progressToken": token, "progress": progress });
+            if let Some(total) = total {
+                param["total"] = json!(total);
+            }
+            if let Some(message) = message {
+                param["message"] = json!(message);
+            }
+            match serde_json::from_value::<ProgressNotificationParam>(param) {
+                Ok(param) => {
+                    let _ = self.context.peer.notify_progress(param).await;
+                }
+                Err(err) => tracing::warn!("progress not sent: {err}"),
+            }
+        })
+    }
+
+    fn elicit(
+        &self,
+        message: String,
+        schema: serde_json::Value,
+    ) -> ClientFuture<'_, Result<serde_json::Value, String>> {
+        Box::pin(async move {
+            let supported = self.context.peer.peer_info().is_some_and(|info| info.capabilities.elicitation.is_some());
+            if !supported {
+                return Err("the client does not support elicitation (it did not declare the capability)".to_owned());
+            }
+            let params: ElicitRequestParams =
+                serde_json::from_value(json!({ "mode": "form", "message": message, "requestedSchema": schema }))
+                    .map_err(|err| format!("the requested schema is not an elicitation form: {err}"))?;
+            let answer = self.context.peer.create_elicitation(params).await.map_err(|err| err.to_string())?;
+            serde_json::to_value(answer).map_err(|err| err.to_string())
+        })
+    }
+
+    fn sample(&self, request: serde_json::Value) -> ClientFuture<'_, Result<serde_json::Value, String>> {
+        Box::pin(async move {
+            let supported = self.context.peer.peer_info().is_some_and(|info| info.capabilities.sampling.is_some());
+            if !supported {
+                return Err("the client does not support sampling (it did not declare the capability)".to_owned());
+            }
+            let params: CreateMessageRequestParams =
+                serde_json::from_value(request).map_err(|err| format!("not a sampling request: {err}"))?;
+            let reply = self.context.peer.create_message(params).await.map_err(|err| err.to_string())?;
+            serde_json::to_value(reply).map_err(|err| err.to_string())
+        })
+    }
+
+    fn cancelled(&self) -> bool {
+        self.context.ct.is_cancelled()
+    }
+
+    fn until_cancelled(&self) -> ClientFuture<'_, ()> {
+        Box::pin(self.context.ct.cancelled())
     }
 }

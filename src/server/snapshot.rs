@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use base64::Engine as _;
 use rmcp::ErrorData;
+use rmcp::model::ErrorCode;
 use rmcp::model::{
     CallToolResult, CompleteResult, CompletionInfo, ContentBlock, GetPromptResult, Implementation, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, Prompt, PromptMessage, Reference, Resource,
@@ -21,6 +22,9 @@ use crate::content::{Contents, Output, ResourceBody};
 use crate::prompt::PromptError;
 use crate::resource::ReadError;
 use crate::run::{self, ToolOutcome};
+
+/// The error code of a cancelled request's (normally dropped) response.
+pub const REQUEST_CANCELLED: i32 = -32800;
 
 /// How many items one page of a list holds.
 pub const PAGE_SIZE: usize = 100;
@@ -181,16 +185,21 @@ impl Snapshot {
     }
 
     /// `tools/call`: an unknown tool is -32602; everything else is a result.
+    /// A cancelled call is an error response (which the stdio transport
+    /// drops: a cancelled request gets no answer).
     pub async fn call_tool(
         &self,
         name: &str,
         arguments: Option<Map<String, Value>>,
+        client: &dyn run::steps::Client,
     ) -> Result<CallToolResult, ErrorData> {
         let Some(tool) = self.catalog.tool(name) else {
             return Err(ErrorData::invalid_params(format!("unknown tool `{name}`"), Some(json!({ "name": name }))));
         };
-        let outcome = run::call(&self.catalog, tool, arguments.unwrap_or_default()).await;
-        Ok(tool_result(outcome))
+        match run::call(&self.catalog, tool, arguments.unwrap_or_default(), client).await {
+            Ok(outcome) => Ok(tool_result(outcome)),
+            Err(run::Cancelled) => Err(ErrorData::new(ErrorCode(REQUEST_CANCELLED), "request cancelled", None)),
+        }
     }
 
     /// `prompts/get`.

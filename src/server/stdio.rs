@@ -34,8 +34,14 @@ pub struct LineTransport<R, W> {
     /// Whether rmcp's session has started (an `initialize` or a 2026-07-28
     /// request went through): before that, notifications are dropped.
     started: bool,
+    /// Requests the client cancelled: their responses are not sent.
+    cancelled: std::collections::HashSet<rmcp::model::RequestId>,
     _writer: std::marker::PhantomData<fn(W)>,
 }
+
+/// Most cancelled request ids remembered (a client cancelling without end
+/// must not grow memory without end).
+const MAX_CANCELLED: usize = 10_000;
 
 impl<R, W> LineTransport<R, W>
 where
@@ -52,6 +58,7 @@ where
             outbox: Some(outbox),
             writing: Some(tokio::spawn(write_lines(receiver, writer))),
             started: false,
+            cancelled: std::collections::HashSet::new(),
             _writer: std::marker::PhantomData,
         }
     }
@@ -208,6 +215,17 @@ where
         &mut self,
         item: TxJsonRpcMessage<RoleServer>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        let answered = match &item {
+            rmcp::model::JsonRpcMessage::Response(response) => Some(&response.id),
+            rmcp::model::JsonRpcMessage::Error(error) => error.id.as_ref(),
+            _ => None,
+        };
+        if let Some(id) = answered
+            && self.cancelled.remove(id)
+        {
+            tracing::debug!("request {id} was cancelled: its response is not sent");
+            return std::future::ready(Ok(()));
+        }
         std::future::ready(self.enqueue(&item))
     }
 
@@ -238,6 +256,16 @@ where
                 self.line.shrink_to(64 * 1024);
             }
             if let Some(message) = message {
+                if let rmcp::model::JsonRpcMessage::Notification(notification) = &message
+                    && let rmcp::model::ClientNotification::CancelledNotification(cancelled) =
+                        &notification.notification
+                    && let Some(id) = &cancelled.params.request_id
+                {
+                    if self.cancelled.len() >= MAX_CANCELLED {
+                        self.cancelled.clear();
+                    }
+                    self.cancelled.insert(id.clone());
+                }
                 return Some(message);
             }
         }

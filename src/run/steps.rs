@@ -1,0 +1,170 @@
+//! A tool's `steps`: what it does, in order, before its effect and result —
+//! log to the client, report progress, wait, ask the user (elicitation),
+//! ask the client's model (sampling).
+//!
+//! Steps talk to the calling client through [`Client`], which the server
+//! implements over the request's MCP peer and the CLI over the terminal, so
+//! this module stays free of rmcp. Each step sees the arguments and what
+//! earlier steps produced (`elicited`, `sampled`); the client's cancellation
+//! is checked between steps.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+
+use minijinja::Value as TemplateValue;
+use serde_json::{Value, json};
+
+use crate::catalog::model::{LogLevel, Role};
+use crate::catalog::{Amount, Catalog, Step, StepData};
+use crate::render::{self, RenderError};
+
+/// A future a [`Client`] returns.
+pub type ClientFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// The client a tool call came from, as steps need it.
+pub trait Client: Send + Sync {
+    /// Sends a log message, if the client wants that level.
+    fn log(&self, level: LogLevel, logger: &str, data: Value) -> ClientFuture<'_, ()>;
+    /// Sends progress, if the call carried a progress token.
+    fn progress(&self, progress: f64, total: Option<f64>, message: Option<String>) -> ClientFuture<'_, ()>;
+    /// Asks the user; the answer as `{action, content}`.
+    fn elicit(&self, message: String, schema: Value) -> ClientFuture<'_, Result<Value, String>>;
+    /// Asks the client's model; its `CreateMessageResult` as JSON.
+    fn sample(&self, request: Value) -> ClientFuture<'_, Result<Value, String>>;
+    /// Whether the client cancelled the call.
+    fn cancelled(&self) -> bool;
+    /// Completes when the client cancels the call (never, if it does not).
+    fn until_cancelled(&self) -> ClientFuture<'_, ()>;
+}
+
+/// A client that is not there (e.g. `carte check`): logs go to stderr,
+/// nothing can be asked.
+pub struct NoClient;
+
+impl Client for NoClient {
+    fn log(&self, level: LogLevel, logger: &str, data: Value) -> ClientFuture<'_, ()> {
+        eprintln!("[{level:?}] {logger}: {data}");
+        Box::pin(std::future::ready(()))
+    }
+
+    fn progress(&self, _progress: f64, _total: Option<f64>, _message: Option<String>) -> ClientFuture<'_, ()> {
+        Box::pin(std::future::ready(()))
+    }
+
+    fn elicit(&self, _message: String, _schema: Value) -> ClientFuture<'_, Result<Value, String>> {
+        Box::pin(std::future::ready(Err("there is no client to ask (elicitation needs an MCP client)".to_owned())))
+    }
+
+    fn sample(&self, _request: Value) -> ClientFuture<'_, Result<Value, String>> {
+        Box::pin(std::future::ready(Err("there is no client model to ask (sampling needs an MCP client)".to_owned())))
+    }
+
+    fn cancelled(&self) -> bool {
+        false
+    }
+
+    fn until_cancelled(&self) -> ClientFuture<'_, ()> {
+        Box::pin(std::future::pending())
+    }
+}
+
+/// Awaits `work` unless the client cancels first.
+async fn unless_cancelled<T>(client: &dyn Client, work: impl Future<Output = T>) -> Result<T, Stopped> {
+    tokio::select! {
+        done = work => Ok(done),
+        () = client.until_cancelled() => Err(Stopped::Cancelled),
+    }
+}
+
+/// Why the steps stopped the call.
+#[derive(Debug)]
+pub enum Stopped {
+    /// The client cancelled the call: it gets no result.
+    Cancelled,
+    /// A step failed; the message becomes an `isError` result.
+    Failed(String),
+}
+
+/// Runs `steps` in order, adding `elicited` / `sampled` to `context`.
+pub async fn run(
+    catalog: &Catalog,
+    tool: &str,
+    steps: &[Step],
+    context: &mut BTreeMap<String, TemplateValue>,
+    client: &dyn Client,
+) -> Result<(), Stopped> {
+    for (idx, step) in steps.iter().enumerate() {
+        if client.cancelled() {
+            return Err(Stopped::Cancelled);
+        }
+        let render = |name: &str, context: &BTreeMap<String, TemplateValue>| {
+            render::render(&catalog.env, name, TemplateValue::from(context.clone())).map_err(|err| match err {
+                RenderError::Failed(message) => Stopped::Failed(message),
+                RenderError::Template(message) => {
+                    Stopped::Failed(format!("tool `{tool}`, step {}: {message}", idx + 1))
+                }
+            })
+        };
+        match step {
+            Step::Log { level, logger, data } => {
+                let data = match data {
+                    StepData::Template(name) => Value::String(render(name, context)?),
+                    StepData::Literal(value) => value.clone(),
+                };
+                client.log(*level, logger.as_deref().unwrap_or("carte.tools"), data).await;
+            }
+            Step::Progress { progress, total, message } => {
+                let amount = |amount: &Amount| -> Result<f64, Stopped> {
+                    match amount {
+                        Amount::Number(n) => Ok(*n),
+                        Amount::Template(name) => {
+                            let text = render(name, context)?;
+                            text.trim().parse().map_err(|_| {
+                                Stopped::Failed(format!(
+                                    "tool `{tool}`, step {}: progress `{text}` is not a number",
+                                    idx + 1
+                                ))
+                            })
+                        }
+                    }
+                };
+                let progress = amount(progress)?;
+                let total = total.as_ref().map(amount).transpose()?;
+                let message = message.as_ref().map(|name| render(name, context)).transpose()?;
+                client.progress(progress, total, message).await;
+            }
+            Step::Sleep(duration) => unless_cancelled(client, tokio::time::sleep(*duration)).await?,
+            Step::Elicit { message, schema } => {
+                let message = render(message, context)?;
+                let answer = unless_cancelled(client, client.elicit(message, schema.clone()))
+                    .await?
+                    .map_err(|err| Stopped::Failed(format!("tool `{tool}` could not ask the user: {err}")))?;
+                context.insert("elicited".to_owned(), render::to_value(&answer));
+            }
+            Step::Sample { messages, max_tokens, system } => {
+                let mut conversation = Vec::new();
+                for (role, name) in messages {
+                    let role = match role {
+                        Role::User => "user",
+                        Role::Assistant => "assistant",
+                    };
+                    conversation
+                        .push(json!({"role": role, "content": {"type": "text", "text": render(name, context)?}}));
+                }
+                let mut request = json!({"messages": conversation, "maxTokens": max_tokens});
+                if let Some(system) = system {
+                    request["systemPrompt"] = Value::String(render(system, context)?);
+                }
+                let reply = unless_cancelled(client, client.sample(request))
+                    .await?
+                    .map_err(|err| Stopped::Failed(format!("tool `{tool}` could not ask the client's model: {err}")))?;
+                context.insert("sampled".to_owned(), render::to_value(&reply));
+            }
+        }
+    }
+    if client.cancelled() {
+        return Err(Stopped::Cancelled);
+    }
+    Ok(())
+}
