@@ -136,6 +136,13 @@ pub async fn serve_http(
     tracing::info!("serving MCP at http://{local}/mcp");
 
     let (stop_accepting, accepting_stopped) = tokio::sync::oneshot::channel::<()>();
+    // Small responses go out at once (no Nagle delay against the client's delayed ACK).
+    use axum::serve::ListenerExt as _;
+    let listener = listener.tap_io(|tcp| {
+        if let Err(err) = tcp.set_nodelay(true) {
+            tracing::debug!("TCP_NODELAY: {err}");
+        }
+    });
     let server = axum::serve(listener, app).with_graceful_shutdown(async move {
         let _ = accepting_stopped.await;
     });
