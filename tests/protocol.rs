@@ -227,3 +227,19 @@ fn long_lists_are_paginated_with_opaque_cursors() {
     assert_eq!(server.error("tools/list", json!({"cursor": "garbage"}))["code"], -32602);
     assert_eq!(server.error("prompts/list", json!({"cursor": "bm90LWEtY3Vyc29y"}))["code"], -32602);
 }
+
+#[test]
+fn methods_removed_in_2026_07_28_are_not_found_for_its_clients() {
+    let dir = TempDir::new("removed-2026");
+    let path = dir.write("catalog.yaml", "server: { name: small, version: 1.0.0 }\ntools: []\n");
+    let mut server = Server::start(&path, &[]);
+    server.result("server/discover", json!({"_meta": meta()}));
+    for method in ["logging/setLevel", "resources/subscribe", "resources/unsubscribe"] {
+        let params = match method {
+            "logging/setLevel" => json!({"level": "debug", "_meta": meta()}),
+            _ => json!({"uri": "x://y", "_meta": meta()}),
+        };
+        let error = server.error(method, params);
+        assert_eq!(error["code"], -32601, "{method}: {error}");
+    }
+}

@@ -45,6 +45,9 @@ const KNOWN_METHODS: &[&str] = &[
     "subscriptions/listen",
 ];
 
+/// Methods protocol 2026-07-28 removed: -32601 (HTTP 404) for its clients.
+const REMOVED_IN_2026: &[&str] = &["initialize", "logging/setLevel", "resources/subscribe", "resources/unsubscribe"];
+
 /// One client session.
 pub struct Handler {
     shared: Arc<Shared>,
@@ -68,7 +71,7 @@ impl Handler {
         logger: &str,
         data: impl FnOnce() -> serde_json::Value,
     ) {
-        let modern = context.protocol_version().is_some_and(|v| !v.has_initialize());
+        let modern = modern(context);
         let wanted = match context.meta.log_level() {
             Some(wanted) => wanted,
             None if modern => return,
@@ -87,6 +90,20 @@ impl Drop for Handler {
     }
 }
 
+/// Whether the request came from a 2026-07-28 (stateless) client.
+fn modern(context: &RequestContext<RoleServer>) -> bool {
+    context.protocol_version().is_some_and(|v| !v.has_initialize())
+}
+
+/// -32601 for a legacy method a 2026-07-28 client called (removed from that version).
+fn removed(method: &str) -> ErrorData {
+    ErrorData::new(
+        rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+        format!("`{method}` is not part of protocol 2026-07-28"),
+        Some(json!({ "method": method })),
+    )
+}
+
 fn cursor(request: Option<PaginatedRequestParams>) -> Option<String> {
     request.and_then(|params| params.cursor)
 }
@@ -101,6 +118,9 @@ impl ServerHandler for Handler {
         request: InitializeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, ErrorData> {
+        if modern(&context) {
+            return Err(removed("initialize"));
+        }
         context.peer.set_peer_info(request.clone());
         self.shared.hub.join(&self.session, context.peer.clone());
         self.negotiate_initialize(&request)
@@ -185,8 +205,11 @@ impl ServerHandler for Handler {
     async fn subscribe(
         &self,
         request: SubscribeRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
+        if modern(&context) {
+            return Err(removed("resources/subscribe"));
+        }
         let snapshot = self.shared.snapshot();
         if snapshot.catalog.resource(&request.uri).is_none() && snapshot.catalog.match_template(&request.uri).is_none()
         {
@@ -202,8 +225,11 @@ impl ServerHandler for Handler {
     async fn unsubscribe(
         &self,
         request: UnsubscribeRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
+        if modern(&context) {
+            return Err(removed("resources/unsubscribe"));
+        }
         self.session.unsubscribe(&request.uri);
         Ok(())
     }
@@ -219,8 +245,11 @@ impl ServerHandler for Handler {
     async fn set_level(
         &self,
         request: SetLevelRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
+        if modern(&context) {
+            return Err(removed("logging/setLevel"));
+        }
         self.session.set_level(request.level);
         Ok(())
     }
@@ -239,8 +268,14 @@ impl ServerHandler for Handler {
     async fn on_custom_request(
         &self,
         request: CustomRequest,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CustomResult, ErrorData> {
+        let version_2026 = modern(&context)
+            || request.params.as_ref().and_then(|p| p.pointer("/_meta/io.modelcontextprotocol~1protocolVersion"))
+                == Some(&json!("2026-07-28"));
+        if version_2026 && REMOVED_IN_2026.contains(&request.method.as_str()) {
+            return Err(removed(&request.method));
+        }
         if KNOWN_METHODS.contains(&request.method.as_str()) {
             Err(ErrorData::invalid_params(
                 format!("invalid parameters for `{}`", request.method),
