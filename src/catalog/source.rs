@@ -21,7 +21,10 @@ use crate::diag::{Diagnostic, Location};
 pub struct Positions {
     /// The file these positions belong to.
     pub file: PathBuf,
-    nodes: HashMap<String, NodePosition>,
+    /// Keyed by a hash of the pointer, not the pointer itself: a 10,000-tool
+    /// catalog has a quarter of a million nodes. (Two pointers sharing a
+    /// 64-bit hash would only misplace a diagnostic.)
+    nodes: HashMap<u64, NodePosition>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -63,7 +66,7 @@ impl Positions {
     fn find(&self, pointer: &str, prefer_key: bool) -> Location {
         let mut current = pointer;
         loop {
-            if let Some(node) = self.nodes.get(current) {
+            if let Some(node) = self.nodes.get(&pointer_key(current)) {
                 let mark = match (prefer_key || current != pointer, node.key) {
                     (true, Some(key)) => key,
                     _ => node.value,
@@ -154,7 +157,7 @@ impl Reader {
                         // A block mapping's own mark can sit after its first
                         // key; point at the first key, where a person sees it start.
                         let mapping = pointer.clone();
-                        if let Some(node) = self.positions.nodes.get_mut(&mapping) {
+                        if let Some(node) = self.positions.nodes.get_mut(&pointer_key(&mapping)) {
                             node.value = Mark { width: 1, ..mark };
                         }
                     }
@@ -162,7 +165,7 @@ impl Reader {
                 }
             },
         };
-        self.positions.nodes.insert(pointer.clone(), NodePosition { key, value: mark });
+        self.positions.nodes.insert(pointer_key(&pointer), NodePosition { key, value: mark });
         Slot::Value(pointer)
     }
 
@@ -291,6 +294,14 @@ fn yaml_number(text: &str) -> Option<Number> {
         return None;
     }
     text.parse::<f64>().ok().and_then(Number::from_f64)
+}
+
+/// The key of a JSON pointer in [`Positions`]: a stable 64-bit hash.
+fn pointer_key(pointer: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::hash::DefaultHasher::new();
+    pointer.hash(&mut hasher);
+    hasher.finish()
 }
 
 /// Escapes one JSON pointer segment.
