@@ -35,7 +35,8 @@ enum LogFormat {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Serve the catalog over MCP on stdin/stdout (what desktop clients launch).
+    /// Serve the catalog over MCP: on stdin/stdout (what desktop clients
+    /// launch), or over Streamable HTTP with `--http`.
     ///
     /// Edits to the catalog, its includes, templates and `file:` resources
     /// take effect while serving: clients are told what changed. An invalid
