@@ -98,3 +98,35 @@ fn read(snapshot: &Snapshot, uri: &str) -> Value {
         Err(err) => Value::String(err.message.into_owned()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn snapshot(dir: &std::path::Path, yaml: &str) -> Snapshot {
+        let path = dir.join("catalog.yaml");
+        std::fs::write(&path, yaml).unwrap();
+        let loaded = crate::catalog::load(&path);
+        Snapshot::new(loaded.catalog.unwrap_or_else(|| panic!("{:?}", loaded.diagnostics)))
+    }
+
+    #[test]
+    fn names_what_was_added_removed_and_changed() {
+        let dir = std::env::temp_dir().join(format!("carte-diff-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let tool = |name: &str, description: &str| {
+            format!("  - name: {name}\n    description: {description}\n    run: {{ text: {name} }}\n")
+        };
+        let head = "server: { name: d, version: 1.0.0 }\ntools:\n";
+        let old = snapshot(&dir, &format!("{head}{}{}", tool("a", "A."), tool("c", "C.")));
+        let new = snapshot(&dir, &format!("{head}{}{}", tool("a", "A, changed."), tool("b", "B.")));
+        let diff = compare(&old, &new, &BTreeSet::new());
+        assert_eq!(diff.summary, "tools ~a +b -c");
+        assert!(diff.changes.tools && !diff.changes.prompts && !diff.changes.resources);
+        let same = snapshot(&dir, &format!("# only a comment\n{head}{}{}", tool("a", "A, changed."), tool("b", "B.")));
+        let diff = compare(&new, &same, &BTreeSet::new());
+        assert_eq!(diff.summary, "no visible change");
+        assert_eq!(diff.changes, Changes::default());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
