@@ -165,3 +165,18 @@ fn cancellation_stops_a_call_and_it_gets_no_response() {
     // `result` panics on any unexpected message, so a response to 70 would have failed the test.
     assert!(server.notifications.iter().all(|n| n.get("id").is_none()));
 }
+
+#[test]
+fn a_2026_client_is_told_why_elicitation_cannot_run() {
+    let dir = TempDir::new("steps-2026");
+    let path = dir.write("catalog.yaml", CATALOG);
+    let mut server = Server::start(&path, &[]);
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
+        "io.modelcontextprotocol/clientInfo": {"name": "modern", "version": "1"}
+    });
+    let result = server.result("tools/call", json!({"name": "greet", "_meta": meta}));
+    assert_eq!(result["isError"], true);
+    assert!(text(&result).contains("protocol 2026-07-28 does not let a server send requests"), "{result}");
+}

@@ -291,6 +291,11 @@ impl ServerHandler for Handler {
     }
 }
 
+/// Why `elicit` and `sample` steps cannot serve a 2026-07-28 client.
+const NO_REQUESTS_IN_2026: &str = "protocol 2026-07-28 does not let a server send requests to the client, \
+     and carte does not support its replacement (input-required results) yet; \
+     connect with protocol 2025-11-25 or earlier to use this tool";
+
 /// The calling client, for a tool's steps: log and progress notifications
 /// on this request, and elicitation and sampling requests to the client.
 struct RequestClient<'a> {
@@ -342,6 +347,9 @@ impl Client for RequestClient<'_> {
         schema: serde_json::Value,
     ) -> ClientFuture<'_, Result<serde_json::Value, String>> {
         Box::pin(async move {
+            if modern(self.context) {
+                return Err(NO_REQUESTS_IN_2026.to_owned());
+            }
             let supported = self.context.peer.peer_info().is_some_and(|info| info.capabilities.elicitation.is_some());
             if !supported {
                 return Err("the client does not support elicitation (it did not declare the capability)".to_owned());
@@ -356,6 +364,9 @@ impl Client for RequestClient<'_> {
 
     fn sample(&self, request: serde_json::Value) -> ClientFuture<'_, Result<serde_json::Value, String>> {
         Box::pin(async move {
+            if modern(self.context) {
+                return Err(NO_REQUESTS_IN_2026.to_owned());
+            }
             let supported = self.context.peer.peer_info().is_some_and(|info| info.capabilities.sampling.is_some());
             if !supported {
                 return Err("the client does not support sampling (it did not declare the capability)".to_owned());
