@@ -139,7 +139,7 @@ impl ServerHandler for Handler {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let _in_flight = self.shared.call_started();
+        let _in_flight = self.shared.calls.start();
         let snapshot = self.shared.snapshot();
         let started = Instant::now();
         let client = RequestClient { handler: self, context: &context };

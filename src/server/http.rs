@@ -29,6 +29,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+use super::in_flight::{Guard, InFlight};
 use super::{Handler, Shared};
 
 /// How long shutdown waits for tool calls in flight before closing sessions.
@@ -55,49 +56,15 @@ struct AppState {
     shared: Arc<Shared>,
     token: Option<String>,
     started: Instant,
-    replies: Arc<Replies>,
+    /// POST replies still being written (listen streams are not counted: they stay open).
+    replies: Arc<InFlight>,
 }
 
-/// POST responses still being written (a tool call's SSE reply), so that
-/// shutdown closes sessions only after the last reply went out. Listen
-/// streams are not counted: they stay open until closed.
-#[derive(Default)]
-struct Replies {
-    open: std::sync::atomic::AtomicUsize,
-    done: tokio::sync::Notify,
-}
-
-impl Replies {
-    async fn finished(&self) {
-        loop {
-            let done = self.done.notified();
-            if self.open.load(std::sync::atomic::Ordering::Acquire) == 0 {
-                return;
-            }
-            done.await;
-        }
-    }
-}
-
-/// A response body that counts as an open reply until it is dropped.
+/// A response body that counts as a reply in flight until it is dropped, so
+/// that shutdown closes sessions only after the last reply went out.
 struct Counted<B> {
     body: B,
-    replies: Arc<Replies>,
-}
-
-impl<B> Counted<B> {
-    fn new(body: B, replies: Arc<Replies>) -> Self {
-        replies.open.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
-        Counted { body, replies }
-    }
-}
-
-impl<B> Drop for Counted<B> {
-    fn drop(&mut self) {
-        if self.replies.open.fetch_sub(1, std::sync::atomic::Ordering::AcqRel) == 1 {
-            self.replies.done.notify_waiters();
-        }
-    }
+    _reply: Guard,
 }
 
 impl<B: http_body::Body + Unpin> http_body::Body for Counted<B> {
@@ -131,7 +98,7 @@ pub async fn serve_http(
         .map_err(|err| anyhow::anyhow!("cannot listen on {}: {err}", options.addr))?;
     let local = listener.local_addr()?;
     let sessions_closed = CancellationToken::new();
-    let replies = Arc::new(Replies::default());
+    let replies = Arc::new(InFlight::default());
     let app = router(shared.clone(), &options, local, sessions_closed.clone(), replies.clone());
     tracing::info!("serving MCP at http://{local}/mcp");
 
@@ -150,11 +117,11 @@ pub async fn serve_http(
     shutdown.await;
     tracing::info!("shutting down: finishing calls in flight");
     let _ = stop_accepting.send(());
-    if tokio::time::timeout(SHUTDOWN_GRACE, shared.calls_finished()).await.is_err() {
+    if tokio::time::timeout(SHUTDOWN_GRACE, shared.calls.idle()).await.is_err() {
         tracing::warn!("tool calls still running after {SHUTDOWN_GRACE:?}; closing anyway");
     }
     // Lets the last replies reach their clients, then ends every session and stream.
-    if tokio::time::timeout(Duration::from_secs(2), replies.finished()).await.is_err() {
+    if tokio::time::timeout(Duration::from_secs(2), replies.idle()).await.is_err() {
         tracing::warn!("replies still being written after 2s; closing anyway");
     }
     sessions_closed.cancel();
@@ -173,7 +140,7 @@ fn router(
     options: &HttpOptions,
     local: SocketAddr,
     closed: CancellationToken,
-    replies: Arc<Replies>,
+    replies: Arc<InFlight>,
 ) -> Router {
     let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "::1"].map(String::from).to_vec();
     if !local.ip().is_unspecified() {
@@ -237,7 +204,7 @@ async fn count_replies(State(state): State<Arc<AppState>>, request: Request, nex
         return response;
     }
     let (parts, body) = response.into_parts();
-    Response::from_parts(parts, axum::body::Body::new(Counted::new(body, state.replies.clone())))
+    Response::from_parts(parts, axum::body::Body::new(Counted { body, _reply: state.replies.start() }))
 }
 
 /// Compares two secrets in time that depends only on their lengths.
@@ -279,7 +246,7 @@ async fn readyz(State(state): State<Arc<AppState>>) -> Json<serde_json::Value> {
         "lastReloadError": status.last_error,
         "uptimeSeconds": state.started.elapsed().as_secs(),
         "clients": state.shared.hub.len(),
-        "callsInFlight": state.shared.calls_in_flight(),
+        "callsInFlight": state.shared.calls.count(),
     }))
 }
 

@@ -4,7 +4,8 @@
 //! - [`handler`]: the rmcp `ServerHandler` of one session;
 //! - [`hub`]: the connected sessions, for notifications;
 //! - [`stdio`]: the line transport on stdin/stdout;
-//! - [`http`]: Streamable HTTP for many clients, with health endpoints.
+//! - [`http`]: Streamable HTTP for many clients, with health endpoints;
+//! - [`in_flight`]: counting calls and replies in flight, for shutdown.
 //!
 //! [`Shared`] holds the current snapshot; every request takes it once and
 //! answers from that one.
@@ -12,10 +13,10 @@
 pub mod handler;
 pub mod http;
 pub mod hub;
+pub mod in_flight;
 pub mod snapshot;
 pub mod stdio;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::SystemTime;
 
@@ -30,8 +31,8 @@ pub struct Shared {
     /// The connected sessions.
     pub hub: hub::Hub,
     reloads: Mutex<ReloadStatus>,
-    calls: AtomicUsize,
-    calls_done: tokio::sync::Notify,
+    /// Tool calls running now (shutdown lets them finish).
+    pub calls: Arc<in_flight::InFlight>,
 }
 
 /// How the last reload went, for `/readyz`.
@@ -43,17 +44,6 @@ pub struct ReloadStatus {
     pub last_error: Option<String>,
 }
 
-/// Counts a tool call as in flight until dropped (shutdown waits for these).
-pub struct CallGuard<'a>(&'a Shared);
-
-impl Drop for CallGuard<'_> {
-    fn drop(&mut self) {
-        if self.0.calls.fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.0.calls_done.notify_waiters();
-        }
-    }
-}
-
 impl Shared {
     /// Starts with `snapshot` as the current catalog.
     pub fn new(snapshot: Snapshot) -> Arc<Shared> {
@@ -61,8 +51,7 @@ impl Shared {
             current: RwLock::new(Arc::new(snapshot)),
             hub: hub::Hub::default(),
             reloads: Mutex::default(),
-            calls: AtomicUsize::new(0),
-            calls_done: tokio::sync::Notify::new(),
+            calls: Arc::default(),
         })
     }
 
@@ -76,28 +65,6 @@ impl Shared {
     /// How the last reload went.
     pub fn reload_status(&self) -> ReloadStatus {
         self.reloads.lock().unwrap_or_else(PoisonError::into_inner).clone()
-    }
-
-    /// Marks a tool call in flight.
-    pub fn call_started(&self) -> CallGuard<'_> {
-        self.calls.fetch_add(1, Ordering::AcqRel);
-        CallGuard(self)
-    }
-
-    /// How many tool calls are running now.
-    pub fn calls_in_flight(&self) -> usize {
-        self.calls.load(Ordering::Acquire)
-    }
-
-    /// Waits until no tool call is in flight.
-    pub async fn calls_finished(&self) {
-        loop {
-            let done = self.calls_done.notified();
-            if self.calls.load(Ordering::Acquire) == 0 {
-                return;
-            }
-            done.await;
-        }
     }
 
     /// The catalog requests are answered from now.
