@@ -394,9 +394,7 @@ fn check(paths: &[PathBuf], format: Format) -> (ExitCode, catalog::Inputs) {
         unreadable |= loaded.diagnostics.iter().any(|d| d.code == "unreadable");
         invalid |= catalog.is_none();
         all.extend(loaded.diagnostics);
-        inputs.files.extend(loaded.inputs.files);
-        inputs.includes.extend(loaded.inputs.includes);
-        inputs.templates = inputs.templates.or(loaded.inputs.templates);
+        inputs.merge(loaded.inputs);
     }
     match format {
         Format::Human => {

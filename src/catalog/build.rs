@@ -87,7 +87,7 @@ pub fn build(
     builder.check_duplicates();
     builder.check_prompt_resources(&resources, &resource_templates);
     let data = crate::render::to_value(&assembled.data);
-    builder.inputs.templates = Some(builder.configured_templates_dir());
+    builder.inputs.templates = vec![builder.configured_templates_dir()];
     let inputs = builder.inputs.clone();
     let Builder { sources, databases, .. } = builder;
     let env = render::catalog_environment(sources);

@@ -354,10 +354,27 @@ pub struct Loaded {
 pub struct Inputs {
     /// Every file read: catalog files, templates, `file:` resources, media.
     pub files: Vec<PathBuf>,
-    /// The templates folder (whether or not it exists yet).
-    pub templates: Option<PathBuf>,
+    /// Templates folders (whether or not they exist yet): one per catalog.
+    pub templates: Vec<PathBuf>,
     /// The `include:` patterns, resolved.
     pub includes: Vec<IncludePattern>,
+}
+
+impl Inputs {
+    /// Adds what `other` names and this does not (to watch several catalogs,
+    /// or a failed load's files beside the served catalog's).
+    pub fn merge(&mut self, other: Inputs) {
+        fn add<T: PartialEq>(into: &mut Vec<T>, more: Vec<T>) {
+            for item in more {
+                if !into.contains(&item) {
+                    into.push(item);
+                }
+            }
+        }
+        add(&mut self.files, other.files);
+        add(&mut self.templates, other.templates);
+        add(&mut self.includes, other.includes);
+    }
 }
 
 /// One `include:` entry, resolved against the file that names it.

@@ -86,40 +86,37 @@ pub async fn run(
             }
         }
         // Load until no change arrived during the load.
-        let (outcome, inputs) = loop {
+        let loaded = loop {
             while changes.try_recv().is_ok() {}
             let current = shared.snapshot();
             let subscribed = shared.hub.subscribed_uris();
             let path = root.clone();
             let started = Instant::now();
             let attempt = tokio::task::spawn_blocking(move || prepare(&path, &current, &subscribed)).await;
-            let (outcome, inputs) = match attempt {
+            let attempt = match attempt {
                 Ok(attempt) => attempt,
                 Err(err) => {
                     tracing::error!("reload failed unexpectedly: {err}");
-                    break (None, None);
+                    break None;
                 }
             };
             if changes.is_empty() {
                 tracing::debug!("catalog loaded in {:?}", started.elapsed());
-                break (Some(outcome), Some(inputs));
+                break Some(attempt);
             }
             tracing::debug!("files changed while loading; waiting for them to settle");
             settle(&mut changes, options.debounce).await;
         };
-        let Some(outcome) = outcome else { continue };
+        let Some((outcome, inputs)) = loaded else { continue };
         // Watch what this load read, and keep watching what the served catalog reads.
-        let applied = matches!(outcome, Outcome::Valid { .. });
-        if let Some(inputs) = inputs {
-            let mut watched = inputs.clone();
-            if !applied {
-                merge_inputs(&mut watched, &served_inputs);
-            } else {
-                served_inputs = inputs;
-            }
-            if let Some(watch) = &mut watch {
-                watch.follow(&watched);
-            }
+        let mut watched = inputs.clone();
+        if matches!(outcome, Outcome::Valid { .. }) {
+            served_inputs = inputs;
+        } else {
+            watched.merge(served_inputs.clone());
+        }
+        if let Some(watch) = &mut watch {
+            watch.follow(&watched);
         }
         apply(&shared, outcome);
     }
@@ -194,23 +191,6 @@ fn apply(shared: &Shared, outcome: Outcome) {
                 LOGGER,
                 json!(format!("the catalog has errors; still serving generation {generation}\n{text}")),
             );
-        }
-    }
-}
-
-/// Adds `more` to `inputs` (a failed load watches what the served catalog reads, too).
-fn merge_inputs(inputs: &mut Inputs, more: &Inputs) {
-    for file in &more.files {
-        if !inputs.files.contains(file) {
-            inputs.files.push(file.clone());
-        }
-    }
-    if inputs.templates.is_none() {
-        inputs.templates.clone_from(&more.templates);
-    }
-    for include in &more.includes {
-        if !inputs.includes.contains(include) {
-            inputs.includes.push(include.clone());
         }
     }
 }

@@ -58,7 +58,7 @@ impl Interest {
             }
             interest.files.insert(file);
         }
-        if let Some(templates) = &inputs.templates {
+        for templates in &inputs.templates {
             interest.trees.push(absolute(templates));
         }
         for include in &inputs.includes {
@@ -187,7 +187,7 @@ mod tests {
     fn only_the_catalogs_paths_matter() {
         let inputs = Inputs {
             files: vec![PathBuf::from("/srv/c/catalog.yaml"), PathBuf::from("/srv/c/tools/a.yaml")],
-            templates: Some(PathBuf::from("/srv/c/templates")),
+            templates: vec![PathBuf::from("/srv/c/templates")],
             includes: vec![IncludePattern { folder: "/srv/c/tools".into(), pattern: "/srv/c/tools/*.yaml".into() }],
         };
         let interest = Interest::new(&inputs);
