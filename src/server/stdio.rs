@@ -24,7 +24,7 @@ use tokio::task::JoinHandle;
 pub const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
 
 /// A JSON-RPC line transport that answers malformed input.
-pub struct LineTransport<R, W> {
+pub struct LineTransport<R> {
     reader: BufReader<R>,
     line: Vec<u8>,
     discarding: bool,
@@ -36,20 +36,18 @@ pub struct LineTransport<R, W> {
     started: bool,
     /// Requests the client cancelled: their responses are not sent.
     cancelled: std::collections::HashSet<rmcp::model::RequestId>,
-    _writer: std::marker::PhantomData<fn(W)>,
 }
 
 /// Most cancelled request ids remembered (a client cancelling without end
 /// must not grow memory without end).
 const MAX_CANCELLED: usize = 10_000;
 
-impl<R, W> LineTransport<R, W>
+impl<R> LineTransport<R>
 where
     R: tokio::io::AsyncRead + Unpin + Send + 'static,
-    W: AsyncWrite + Unpin + Send + 'static,
 {
     /// Wraps a reader and a writer.
-    pub fn new(reader: R, writer: W) -> Self {
+    pub fn new<W: AsyncWrite + Unpin + Send + 'static>(reader: R, writer: W) -> Self {
         let (outbox, receiver) = mpsc::unbounded_channel();
         LineTransport {
             reader: BufReader::with_capacity(64 * 1024, reader),
@@ -59,7 +57,6 @@ where
             writing: Some(tokio::spawn(write_lines(receiver, writer))),
             started: false,
             cancelled: std::collections::HashSet::new(),
-            _writer: std::marker::PhantomData,
         }
     }
 
@@ -204,10 +201,9 @@ async fn write_lines<W: AsyncWrite + Unpin>(mut lines: mpsc::UnboundedReceiver<V
     Ok(())
 }
 
-impl<R, W> Transport<RoleServer> for LineTransport<R, W>
+impl<R> Transport<RoleServer> for LineTransport<R>
 where
     R: tokio::io::AsyncRead + Unpin + Send + 'static,
-    W: AsyncWrite + Unpin + Send + 'static,
 {
     type Error = io::Error;
 
