@@ -469,17 +469,14 @@ impl Builder<'_> {
         below: &str,
         scope: &mut Scope,
     ) -> Option<Block> {
-        let kinds: Vec<&str> = [
+        let kinds = present([
             ("text", spec.text.is_some()),
             ("template", spec.template.is_some()),
             ("image", spec.image.is_some()),
             ("audio", spec.audio.is_some()),
             ("resource", spec.resource.is_some()),
             ("resource_link", spec.resource_link.is_some()),
-        ]
-        .into_iter()
-        .filter_map(|(k, present)| present.then_some(k))
-        .collect();
+        ]);
         if kinds.len() != 1 {
             let location = self.assembled.locate(origin, below);
             let message = if kinds.is_empty() {
@@ -733,16 +730,13 @@ impl Builder<'_> {
         let mut ok = true;
         for (idx, spec) in specs.iter().enumerate() {
             let below = format!("/run/steps/{idx}");
-            let kinds: Vec<&str> = [
+            let kinds = present([
                 ("log", spec.log.is_some()),
                 ("progress", spec.progress.is_some()),
                 ("sleep", spec.sleep.is_some()),
                 ("elicit", spec.elicit.is_some()),
                 ("sample", spec.sample.is_some()),
-            ]
-            .into_iter()
-            .filter_map(|(k, present)| present.then_some(k))
-            .collect();
+            ]);
             if kinds.len() != 1 {
                 let location = self.assembled.locate(origin, &below);
                 let message = if kinds.is_empty() {
@@ -861,11 +855,11 @@ impl Builder<'_> {
     }
 
     fn result(&mut self, run: &RunSpec, owner: &str, origin: &Origin, scope: &mut Scope) -> Option<ResultSpec> {
-        let renderers: Vec<&str> =
-            [("text", run.text.is_some()), ("template", run.template.is_some()), ("content", run.content.is_some())]
-                .into_iter()
-                .filter_map(|(k, present)| present.then_some(k))
-                .collect();
+        let renderers = present([
+            ("text", run.text.is_some()),
+            ("template", run.template.is_some()),
+            ("content", run.content.is_some()),
+        ]);
         if renderers.len() > 1 {
             let location = self.assembled.locate(origin, "/run");
             self.error("run", location, format!("`run` has both `{}` and `{}`", renderers[0], renderers[1])).hint =
@@ -1001,11 +995,11 @@ impl Builder<'_> {
             self.error("resource-uri", location, format!("`{}` is not a valid URI: {reason}", spec.uri)).hint =
                 Some(hint.to_owned());
         }
-        let sources: Vec<&str> =
-            [("text", spec.text.is_some()), ("template", spec.template.is_some()), ("file", spec.file.is_some())]
-                .into_iter()
-                .filter_map(|(k, present)| present.then_some(k))
-                .collect();
+        let sources = present([
+            ("text", spec.text.is_some()),
+            ("template", spec.template.is_some()),
+            ("file", spec.file.is_some()),
+        ]);
         if sources.len() != 1 {
             let location = self.assembled.locate_key(origin, "");
             let message = if sources.is_empty() {
@@ -1368,6 +1362,11 @@ pub fn is_text_mime(mime: &str) -> bool {
         )
         || essence.ends_with("+json")
         || essence.ends_with("+xml")
+}
+
+/// The keys of `keys` that are present, in order (for "exactly one of" checks).
+fn present<'a>(keys: impl IntoIterator<Item = (&'a str, bool)>) -> Vec<&'a str> {
+    keys.into_iter().filter_map(|(key, present)| present.then_some(key)).collect()
 }
 
 /// Reads a `sleep` duration: milliseconds, or `250ms`, `2s`, `1m`.
