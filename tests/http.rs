@@ -4,32 +4,14 @@
 
 mod common;
 
-use common::TempDir;
 use common::http::{HttpServer, send, wait_for};
+use common::{TempDir, meta_2026, tools_catalog};
 use serde_json::{Value, json};
-
-fn catalog(tools: &[&str]) -> String {
-    let mut yaml = String::from("server:\n  name: live\n  version: 1.0.0\ntools:\n");
-    for tool in tools {
-        yaml.push_str(&format!(
-            "  - name: {tool}\n    description: The {tool} tool.\n    run:\n      text: \"{tool} ran\"\n"
-        ));
-    }
-    yaml
-}
-
-fn modern_meta() -> Value {
-    json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {},
-        "io.modelcontextprotocol/clientInfo": {"name": "modern", "version": "1"}
-    })
-}
 
 #[test]
 fn every_session_and_listen_stream_hears_a_reload() {
     let dir = TempDir::new("http-fanout");
-    let path = dir.write("catalog.yaml", &catalog(&["a"]));
+    let path = dir.write("catalog.yaml", &tools_catalog(&["a"]));
     let server = HttpServer::start(&path, &[], &[]);
     let first = server.session();
     let second = server.session();
@@ -50,13 +32,13 @@ fn every_session_and_listen_stream_hears_a_reload() {
         "/mcp",
         &[("MCP-Protocol-Version", "2026-07-28"), ("Mcp-Method", "subscriptions/listen")],
         Some(&json!({"jsonrpc": "2.0", "id": "listen", "method": "subscriptions/listen",
-            "params": {"_meta": modern_meta(), "notifications": {"toolsListChanged": true}}})),
+            "params": {"_meta": meta_2026(json!({})), "notifications": {"toolsListChanged": true}}})),
     );
     assert_eq!(listen.status, 200);
     let listen_events = listen.events();
     wait_for(&listen_events, "notifications/subscriptions/acknowledged");
 
-    std::fs::write(&path, catalog(&["a", "b"])).unwrap();
+    std::fs::write(&path, tools_catalog(&["a", "b"])).unwrap();
     wait_for(&first_events, "notifications/tools/list_changed");
     wait_for(&second_events, "notifications/tools/list_changed");
     let heard = wait_for(&listen_events, "notifications/tools/list_changed");
@@ -69,7 +51,7 @@ fn every_session_and_listen_stream_hears_a_reload() {
 #[test]
 fn a_foreign_origin_is_refused() {
     let dir = TempDir::new("http-origin");
-    let path = dir.write("catalog.yaml", &catalog(&["a"]));
+    let path = dir.write("catalog.yaml", &tools_catalog(&["a"]));
     let server = HttpServer::start(&path, &["--allow-origin", "https://app.example.com:443"], &[]);
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
@@ -86,7 +68,7 @@ fn a_foreign_origin_is_refused() {
 #[test]
 fn a_bearer_token_is_required_when_configured() {
     let dir = TempDir::new("http-auth");
-    let path = dir.write("catalog.yaml", &catalog(&["a"]));
+    let path = dir.write("catalog.yaml", &tools_catalog(&["a"]));
     let server = HttpServer::start(&path, &["--auth-token-env", "CARTE_TEST_TOKEN"], &[("CARTE_TEST_TOKEN", "s3cret")]);
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
@@ -104,7 +86,7 @@ fn a_bearer_token_is_required_when_configured() {
 #[test]
 fn delete_ends_a_session() {
     let dir = TempDir::new("http-delete");
-    let path = dir.write("catalog.yaml", &catalog(&["a"]));
+    let path = dir.write("catalog.yaml", &tools_catalog(&["a"]));
     let server = HttpServer::start(&path, &[], &[]);
     let session = server.session();
     let call = server.request(&session, 2, "tools/call", json!({"name": "a"}));
@@ -124,7 +106,7 @@ fn delete_ends_a_session() {
 #[test]
 fn health_endpoints_report_the_catalog() {
     let dir = TempDir::new("http-health");
-    let path = dir.write("catalog.yaml", &catalog(&["a"]));
+    let path = dir.write("catalog.yaml", &tools_catalog(&["a"]));
     let server = HttpServer::start(&path, &[], &[]);
     let alive = send(server.addr, "GET", "/healthz", &[], None);
     assert_eq!(alive.status, 200);

@@ -5,7 +5,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Server, TempDir, text};
+use common::{Server, TempDir, meta_2026, text};
 use serde_json::{Value, json};
 
 const SMALL: &str = r#"
@@ -141,30 +141,23 @@ fn every_initialize_version_is_negotiated() {
     }
 }
 
-fn meta() -> Value {
-    json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {},
-        "io.modelcontextprotocol/clientInfo": {"name": "modern", "version": "1"}
-    })
-}
-
 #[test]
 fn protocol_2026_07_28_is_served_statelessly() {
     let dir = TempDir::new("modern");
     let catalog = dir.write("small.yaml", SMALL);
     let mut server = Server::start(&catalog, &[]);
-    let discover = server.result("server/discover", json!({"_meta": meta()}));
+    let discover = server.result("server/discover", json!({"_meta": meta_2026(json!({}))}));
     assert!(discover["supportedVersions"].as_array().unwrap().contains(&json!("2026-07-28")), "{discover}");
     assert_eq!(discover["_meta"]["io.modelcontextprotocol/serverInfo"]["name"], "small");
-    let tools = server.result("tools/list", json!({"_meta": meta()}));
+    let tools = server.result("tools/list", json!({"_meta": meta_2026(json!({}))}));
     assert_eq!(tools["resultType"], "complete");
     assert!(tools["ttlMs"].is_number() && tools["cacheScope"].is_string(), "{tools}");
     assert_eq!(tools["tools"][0]["name"], "echo");
-    let call = server.result("tools/call", json!({"name": "echo", "arguments": {"text": "hi"}, "_meta": meta()}));
+    let call = server
+        .result("tools/call", json!({"name": "echo", "arguments": {"text": "hi"}, "_meta": meta_2026(json!({}))}));
     assert_eq!(text(&call), "hi");
     // Unknown resources are -32602 on 2026-07-28.
-    let missing = server.error("resources/read", json!({"uri": "small://none", "_meta": meta()}));
+    let missing = server.error("resources/read", json!({"uri": "small://none", "_meta": meta_2026(json!({}))}));
     assert_eq!(missing["code"], -32602);
 }
 
@@ -233,11 +226,11 @@ fn methods_removed_in_2026_07_28_are_not_found_for_its_clients() {
     let dir = TempDir::new("removed-2026");
     let path = dir.write("catalog.yaml", "server: { name: small, version: 1.0.0 }\ntools: []\n");
     let mut server = Server::start(&path, &[]);
-    server.result("server/discover", json!({"_meta": meta()}));
+    server.result("server/discover", json!({"_meta": meta_2026(json!({}))}));
     for method in ["logging/setLevel", "resources/subscribe", "resources/unsubscribe"] {
         let params = match method {
-            "logging/setLevel" => json!({"level": "debug", "_meta": meta()}),
-            _ => json!({"uri": "x://y", "_meta": meta()}),
+            "logging/setLevel" => json!({"level": "debug", "_meta": meta_2026(json!({}))}),
+            _ => json!({"uri": "x://y", "_meta": meta_2026(json!({}))}),
         };
         let error = server.error(method, params);
         assert_eq!(error["code"], -32601, "{method}: {error}");

@@ -8,18 +8,8 @@ mod common;
 
 use std::path::Path;
 
-use common::{Server, TempDir, methods, text};
+use common::{Server, TempDir, meta_2026, methods, text, tools_catalog};
 use serde_json::{Value, json};
-
-fn catalog(tools: &[&str]) -> String {
-    let mut yaml = String::from("server:\n  name: live\n  version: 1.0.0\ntools:\n");
-    for tool in tools {
-        yaml.push_str(&format!(
-            "  - name: {tool}\n    description: The {tool} tool.\n    run:\n      text: \"{tool} ran\"\n"
-        ));
-    }
-    yaml
-}
 
 /// Starts and initializes, asking for every log message.
 fn serve(path: &Path) -> Server {
@@ -40,11 +30,11 @@ fn assert_only_tools_changed(before: &[Value]) {
 #[test]
 fn an_edit_in_place_reaches_the_client() {
     let dir = TempDir::new("reload-in-place");
-    let path = dir.write("catalog.yaml", &catalog(&["a"]));
+    let path = dir.write("catalog.yaml", &tools_catalog(&["a"]));
     let mut server = serve(&path);
     let first = server.result("tools/list", json!({}));
     assert_eq!(first["_meta"]["carte/generation"], 1);
-    std::fs::write(&path, catalog(&["a", "b"])).unwrap(); // truncate, then write
+    std::fs::write(&path, tools_catalog(&["a", "b"])).unwrap(); // truncate, then write
     let (before, report) = server.wait_good_reload();
     assert_only_tools_changed(&before);
     assert_eq!(report["params"]["data"]["generation"], 2);
@@ -59,9 +49,9 @@ fn an_edit_in_place_reaches_the_client() {
 #[test]
 fn a_save_by_rename_reaches_the_client() {
     let dir = TempDir::new("reload-rename");
-    let path = dir.write("catalog.yaml", &catalog(&["a"]));
+    let path = dir.write("catalog.yaml", &tools_catalog(&["a"]));
     let mut server = serve(&path);
-    let temp = dir.write(".catalog.yaml.tmp", &catalog(&["renamed"]));
+    let temp = dir.write(".catalog.yaml.tmp", &tools_catalog(&["renamed"]));
     std::fs::rename(&temp, &path).unwrap();
     let (before, _) = server.wait_good_reload();
     assert_only_tools_changed(&before);
@@ -71,10 +61,10 @@ fn a_save_by_rename_reaches_the_client() {
 #[test]
 fn delete_then_recreate_reaches_the_client() {
     let dir = TempDir::new("reload-recreate");
-    let path = dir.write("catalog.yaml", &catalog(&["a"]));
+    let path = dir.write("catalog.yaml", &tools_catalog(&["a"]));
     let mut server = serve(&path);
     std::fs::remove_file(&path).unwrap();
-    std::fs::write(&path, catalog(&["again"])).unwrap();
+    std::fs::write(&path, tools_catalog(&["again"])).unwrap();
     let (before, _) = server.wait_good_reload();
     assert!(methods(&before).contains(&"notifications/tools/list_changed".to_owned()), "{before:?}");
     assert_eq!(tool_names(&mut server), ["again"]);
@@ -83,7 +73,7 @@ fn delete_then_recreate_reaches_the_client() {
 #[test]
 fn a_new_file_matching_an_include_glob_is_loaded() {
     let dir = TempDir::new("reload-glob");
-    let path = dir.write("catalog.yaml", &format!("include: [\"tools/*.yaml\"]\n{}", catalog(&["a"])));
+    let path = dir.write("catalog.yaml", &format!("include: [\"tools/*.yaml\"]\n{}", tools_catalog(&["a"])));
     dir.write("tools/b.yaml", "tools:\n  - name: b\n    description: B.\n    run: { text: b }\n");
     let mut server = serve(&path);
     assert_eq!(tool_names(&mut server), ["a", "b"]);
@@ -104,12 +94,12 @@ fn a_kubernetes_configmap_swap_is_noticed() {
     let dir = TempDir::new("reload-configmap");
     // The layout kubelet's atomic writer makes: files are symlinks into `..data`,
     // itself a symlink to a timestamped folder that is replaced as a whole.
-    dir.write("..2026_12_03_01/catalog.yaml", &catalog(&["v1"]));
+    dir.write("..2026_12_03_01/catalog.yaml", &tools_catalog(&["v1"]));
     std::os::unix::fs::symlink("..2026_12_03_01", dir.path("..data")).unwrap();
     std::os::unix::fs::symlink("..data/catalog.yaml", dir.path("catalog.yaml")).unwrap();
     let mut server = serve(&dir.path("catalog.yaml"));
     assert_eq!(tool_names(&mut server), ["v1"]);
-    dir.write("..2026_12_03_02/catalog.yaml", &catalog(&["v2"]));
+    dir.write("..2026_12_03_02/catalog.yaml", &tools_catalog(&["v2"]));
     std::os::unix::fs::symlink("..2026_12_03_02", dir.path("..data_tmp")).unwrap();
     std::fs::rename(dir.path("..data_tmp"), dir.path("..data")).unwrap();
     std::fs::remove_dir_all(dir.path("..2026_12_03_01")).unwrap();
@@ -122,10 +112,10 @@ fn a_kubernetes_configmap_swap_is_noticed() {
 fn a_file_moved_away_and_back_is_reloaded() {
     let dir = TempDir::new("reload-move");
     let away = TempDir::new("reload-move-away");
-    let path = dir.write("catalog.yaml", &catalog(&["a"]));
+    let path = dir.write("catalog.yaml", &tools_catalog(&["a"]));
     let mut server = serve(&path);
     std::fs::rename(&path, away.path("catalog.yaml")).unwrap();
-    std::fs::write(away.path("catalog.yaml"), catalog(&["back"])).unwrap();
+    std::fs::write(away.path("catalog.yaml"), tools_catalog(&["back"])).unwrap();
     std::fs::rename(away.path("catalog.yaml"), &path).unwrap();
     let (before, _) = server.wait_good_reload();
     assert!(methods(&before).contains(&"notifications/tools/list_changed".to_owned()), "{before:?}");
@@ -166,9 +156,9 @@ fn invalid_edits_keep_the_old_catalog_and_a_fix_recovers() {
 #[test]
 fn a_comment_only_edit_sends_nothing() {
     let dir = TempDir::new("reload-comment");
-    let path = dir.write("catalog.yaml", &catalog(&["a"]));
+    let path = dir.write("catalog.yaml", &tools_catalog(&["a"]));
     let mut server = serve(&path);
-    std::fs::write(&path, format!("# a comment\n{}", catalog(&["a"]))).unwrap();
+    std::fs::write(&path, format!("# a comment\n{}", tools_catalog(&["a"]))).unwrap();
     let (before, report) = server.wait_good_reload();
     assert!(methods(&before).is_empty(), "{before:?}");
     assert!(report["params"]["data"]["message"].as_str().unwrap().contains("no visible change"), "{report}");
@@ -177,10 +167,10 @@ fn a_comment_only_edit_sends_nothing() {
 #[test]
 fn two_hundred_edits_in_a_second_end_in_the_last_state() {
     let dir = TempDir::new("reload-burst");
-    let path = dir.write("catalog.yaml", &catalog(&["t0"]));
+    let path = dir.write("catalog.yaml", &tools_catalog(&["t0"]));
     let mut server = serve(&path);
     for idx in 1..=200 {
-        std::fs::write(&path, catalog(&[&format!("t{idx}")])).unwrap();
+        std::fs::write(&path, tools_catalog(&[&format!("t{idx}")])).unwrap();
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
     // Reloads come as the burst allows; the last one serves the last edit.
@@ -258,7 +248,7 @@ fn an_in_memory_database_keeps_its_rows_across_reloads() {
 #[test]
 fn sighup_reloads_when_watching_is_off() {
     let dir = TempDir::new("reload-sighup");
-    let path = dir.write("catalog.yaml", &catalog(&["a"]));
+    let path = dir.write("catalog.yaml", &tools_catalog(&["a"]));
     let mut server = Server::start_with(&path, &[], &["--no-watch"]);
     server.result(
         "initialize",
@@ -266,7 +256,7 @@ fn sighup_reloads_when_watching_is_off() {
     );
     server.notify("notifications/initialized", json!({}));
     server.result("logging/setLevel", json!({"level": "info"}));
-    std::fs::write(&path, catalog(&["b"])).unwrap();
+    std::fs::write(&path, tools_catalog(&["b"])).unwrap();
     // Not watching: the file changed but nothing is reloaded until SIGHUP.
     assert_eq!(tool_names(&mut server), ["a"]);
     let status = std::process::Command::new("kill").args(["-HUP", &server.pid().to_string()]).status().unwrap();
@@ -279,20 +269,16 @@ fn sighup_reloads_when_watching_is_off() {
 #[test]
 fn a_2026_listen_stream_hears_list_changes() {
     let dir = TempDir::new("reload-listen");
-    let path = dir.write("catalog.yaml", &catalog(&["a"]));
+    let path = dir.write("catalog.yaml", &tools_catalog(&["a"]));
     let mut server = Server::start(&path, &[]);
-    let meta = json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {},
-        "io.modelcontextprotocol/clientInfo": {"name": "modern", "version": "1"}
-    });
+    let meta = meta_2026(json!({}));
     server.send(&json!({
         "jsonrpc": "2.0", "id": "listen", "method": "subscriptions/listen",
         "params": {"_meta": meta, "notifications": {"toolsListChanged": true}}
     }));
     let ack = server.wait_notification("notifications/subscriptions/acknowledged");
     assert_eq!(ack["params"]["notifications"]["toolsListChanged"], true, "{ack}");
-    std::fs::write(&path, catalog(&["a", "b"])).unwrap();
+    std::fs::write(&path, tools_catalog(&["a", "b"])).unwrap();
     let changed = server.wait_notification("notifications/tools/list_changed");
     assert_eq!(changed["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], "listen", "{changed}");
     let tools = server.result("tools/list", json!({"_meta": meta}));
@@ -302,7 +288,7 @@ fn a_2026_listen_stream_hears_list_changes() {
 #[test]
 fn polling_notices_changes_too() {
     let dir = TempDir::new("reload-poll");
-    let path = dir.write("catalog.yaml", &catalog(&["a"]));
+    let path = dir.write("catalog.yaml", &tools_catalog(&["a"]));
     let mut server = Server::start_with(&path, &[], &["--poll", "20"]);
     server.result(
         "initialize",
@@ -310,7 +296,7 @@ fn polling_notices_changes_too() {
     );
     server.notify("notifications/initialized", json!({}));
     server.result("logging/setLevel", json!({"level": "info"}));
-    std::fs::write(&path, catalog(&["polled", "tools"])).unwrap();
+    std::fs::write(&path, tools_catalog(&["polled", "tools"])).unwrap();
     let (before, _) = server.wait_good_reload();
     assert_only_tools_changed(&before);
     assert_eq!(tool_names(&mut server), ["polled", "tools"]);
@@ -320,7 +306,7 @@ fn polling_notices_changes_too() {
 fn check_watch_rechecks_on_every_save() {
     use std::io::{BufRead, BufReader};
     let dir = TempDir::new("check-watch");
-    let path = dir.write("catalog.yaml", &catalog(&["a"]));
+    let path = dir.write("catalog.yaml", &tools_catalog(&["a"]));
     let mut child = common::carte()
         .args(["check", "--watch"])
         .arg(&path)
@@ -351,10 +337,10 @@ fn check_watch_rechecks_on_every_save() {
     };
     wait_for(": ok");
     wait_for("watching for changes");
-    std::fs::write(&path, catalog(&["a"]).replace("description:", "descripton:")).unwrap();
+    std::fs::write(&path, tools_catalog(&["a"]).replace("description:", "descripton:")).unwrap();
     wait_for("unknown key `descripton`");
     wait_for("watching for changes");
-    std::fs::write(&path, catalog(&["a"])).unwrap();
+    std::fs::write(&path, tools_catalog(&["a"])).unwrap();
     wait_for(": ok");
     let _ = child.kill();
     let _ = child.wait();

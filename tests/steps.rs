@@ -171,11 +171,7 @@ fn a_2026_client_is_told_why_elicitation_cannot_run() {
     let dir = TempDir::new("steps-2026");
     let path = dir.write("catalog.yaml", CATALOG);
     let mut server = Server::start(&path, &[]);
-    let meta = json!({
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}},
-        "io.modelcontextprotocol/clientInfo": {"name": "modern", "version": "1"}
-    });
+    let meta = common::meta_2026(json!({"elicitation": {}}));
     let result = server.result("tools/call", json!({"name": "greet", "_meta": meta}));
     assert_eq!(result["isError"], true);
     assert!(text(&result).contains("protocol 2026-07-28 does not let a server send requests"), "{result}");

@@ -260,6 +260,26 @@ pub fn methods(notifications: &[Value]) -> Vec<String> {
         .collect()
 }
 
+/// A catalog of text tools named `tools`, each answering "<name> ran".
+pub fn tools_catalog(tools: &[&str]) -> String {
+    let mut yaml = String::from("server:\n  name: live\n  version: 1.0.0\ntools:\n");
+    for tool in tools {
+        yaml.push_str(&format!(
+            "  - name: {tool}\n    description: The {tool} tool.\n    run:\n      text: \"{tool} ran\"\n"
+        ));
+    }
+    yaml
+}
+
+/// The `_meta` a 2026-07-28 client sends with every request.
+pub fn meta_2026(capabilities: Value) -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
+        "io.modelcontextprotocol/clientInfo": {"name": "modern", "version": "1"}
+    })
+}
+
 /// The text of a tool result's first block.
 pub fn text(result: &Value) -> String {
     result["content"][0]["text"].as_str().unwrap_or_else(|| panic!("no text in {result}")).to_owned()
