@@ -13,7 +13,12 @@ use serde_json::{Value, json};
 
 /// Starts and initializes, asking for every log message.
 fn serve(path: &Path) -> Server {
-    let mut server = Server::initialized(path, &[]);
+    serve_with(path, &[])
+}
+
+/// Starts with extra `serve` flags, initializes, asks for every log message.
+fn serve_with(path: &Path, flags: &[&str]) -> Server {
+    let mut server = Server::initialized_with(path, &[], flags);
     server.result("logging/setLevel", json!({"level": "debug"}));
     server
 }
@@ -249,13 +254,7 @@ fn an_in_memory_database_keeps_its_rows_across_reloads() {
 fn sighup_reloads_when_watching_is_off() {
     let dir = TempDir::new("reload-sighup");
     let path = dir.write("catalog.yaml", &tools_catalog(&["a"]));
-    let mut server = Server::start_with(&path, &[], &["--no-watch"]);
-    server.result(
-        "initialize",
-        json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}),
-    );
-    server.notify("notifications/initialized", json!({}));
-    server.result("logging/setLevel", json!({"level": "info"}));
+    let mut server = serve_with(&path, &["--no-watch"]);
     std::fs::write(&path, tools_catalog(&["b"])).unwrap();
     // Not watching: the file changed but nothing is reloaded until SIGHUP.
     assert_eq!(tool_names(&mut server), ["a"]);
@@ -289,13 +288,7 @@ fn a_2026_listen_stream_hears_list_changes() {
 fn polling_notices_changes_too() {
     let dir = TempDir::new("reload-poll");
     let path = dir.write("catalog.yaml", &tools_catalog(&["a"]));
-    let mut server = Server::start_with(&path, &[], &["--poll", "20"]);
-    server.result(
-        "initialize",
-        json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}),
-    );
-    server.notify("notifications/initialized", json!({}));
-    server.result("logging/setLevel", json!({"level": "info"}));
+    let mut server = serve_with(&path, &["--poll", "20"]);
     std::fs::write(&path, tools_catalog(&["polled", "tools"])).unwrap();
     let (before, _) = server.wait_good_reload();
     assert_only_tools_changed(&before);

@@ -100,7 +100,12 @@ impl Server {
 
     /// Starts and initializes (legacy handshake, 2025-11-25).
     pub fn initialized(catalog: &Path, envs: &[(&str, &str)]) -> Server {
-        let mut server = Server::start(catalog, envs);
+        Self::initialized_with(catalog, envs, &[])
+    }
+
+    /// Starts with extra `serve` flags and initializes.
+    pub fn initialized_with(catalog: &Path, envs: &[(&str, &str)], extra_args: &[&str]) -> Server {
+        let mut server = Server::start_with(catalog, envs, extra_args);
         let response = server.request(
             "initialize",
             json!({
