@@ -63,16 +63,14 @@ fn prompts_list_matches_the_product_documents() {
     let db = TempDir::new("prompts");
     let mut server = start(&db);
     let result = server.result("prompts/list", json!({}));
-    let prompts = result["prompts"].as_array().unwrap();
-    assert_eq!(prompts.len(), 1);
-    assert_eq!(prompts[0]["name"], "plan_booking");
+    // Exactly the product documents' JSON: nothing more (no `title`), nothing less.
     assert_eq!(
-        prompts[0]["description"],
-        "Guide the assistant through checking policy and quoting before booking a room"
-    );
-    assert_eq!(
-        prompts[0]["arguments"],
-        json!([{"name": "room", "description": "Room to plan a booking for", "required": false}])
+        result["prompts"],
+        json!([{
+            "name": "plan_booking",
+            "description": "Guide the assistant through checking policy and quoting before booking a room",
+            "arguments": [{"name": "room", "description": "Room to plan a booking for", "required": false}]
+        }])
     );
 }
 
