@@ -266,3 +266,38 @@ fn a_bad_timeout_is_a_clear_diagnostic() {
     let (_, stderr) = carte(&dir.0, &["check", "catalog.yaml"]);
     assert!(stderr.contains("longer than 1h"), "{stderr}");
 }
+
+#[test]
+fn a_call_whose_http_request_goes_away_stops_its_statement() {
+    use std::io::Write as _;
+
+    use common::http::{HttpServer, send};
+    let dir = TempDir::new("sql-http-gone");
+    let path = dir.write("catalog.yaml", &runaway("1h"));
+    let server = HttpServer::start(&path, &[], &[]);
+    let call = |id: &str, name: &str| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": name, "_meta": common::meta_2026(json!({}))}})
+    };
+    let headers = [("MCP-Protocol-Version", "2026-07-28"), ("Mcp-Method", "tools/call")];
+    // A stateless 2026-07-28 call, on a connection the client then closes.
+    let body = serde_json::to_vec(&call("spin", "forever")).unwrap();
+    let mut stream = std::net::TcpStream::connect(server.addr).unwrap();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nAccept: application/json, text/event-stream\r\n\
+         MCP-Protocol-Version: 2026-07-28\r\nMcp-Method: tools/call\r\nMcp-Name: forever\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        server.addr.port(),
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).unwrap();
+    stream.write_all(&body).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    drop(stream);
+    let mut headers = headers.to_vec();
+    headers.push(("Mcp-Name", "quick"));
+    let quick = send(server.addr, "POST", "/mcp", &headers, Some(&call("q", "quick")));
+    assert_eq!(quick.status, 200);
+    let text = quick.text();
+    assert!(text.contains(r#""text":"42""#), "{text}");
+}
