@@ -372,13 +372,19 @@ async fn shutdown_signal() {
     }
 }
 
-/// Loads a catalog, printing its diagnostics to stderr.
+/// Loads a catalog, printing its diagnostics to stderr, and once it is
+/// accepted, applies its databases' `setup` (loading itself changes nothing).
 fn load_or_report(path: &Path) -> Option<Snapshot> {
     let loaded = catalog::load(path);
     if !loaded.diagnostics.is_empty() {
         eprint!("{}", diag::render_human(&loaded.diagnostics));
     }
-    loaded.catalog.map(Snapshot::new)
+    let catalog = loaded.catalog?;
+    if let Err(diagnostics) = catalog.apply_setup() {
+        eprint!("{}", diag::render_human(&diagnostics));
+        return None;
+    }
+    Some(Snapshot::new(catalog))
 }
 
 /// Checks `paths`, prints what was found; returns the exit code and what the

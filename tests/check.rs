@@ -200,6 +200,7 @@ fn fixtures_cover_every_diagnostic_code() {
         "content-block",
         "database-open",
         "database-setup",
+        "database-timeout",
         "database-url",
         "duplicate",
         "duplicate-argument",

@@ -130,7 +130,7 @@ fn shutdown_lets_a_call_in_flight_finish() {
     let dir = TempDir::new("http-shutdown");
     let path = dir.write(
         "catalog.yaml",
-        "server: { name: live, version: 1.0.0 }\ndatabases:\n  main: { url: \"sqlite::memory:\" }\ntools:\n  - name: slow\n    description: Counts for a while.\n    run:\n      sql:\n        database: main\n        statement: WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 3000000) SELECT count(*) AS n FROM c\n      text: \"{{ rows[0].n }}\"\n",
+        "server: { name: live, version: 1.0.0 }\ndatabases:\n  main: { url: \"sqlite::memory:\", timeout: 1m }\ntools:\n  - name: slow\n    description: Counts for a while.\n    run:\n      sql:\n        database: main\n        statement: WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 3000000) SELECT count(*) AS n FROM c\n      text: \"{{ rows[0].n }}\"\n",
     );
     let mut server = HttpServer::start(&path, &[], &[]);
     let session = server.session();

@@ -14,16 +14,16 @@ use serde_json::{Map, Value, json};
 
 use super::assemble::{Assembled, Declared, Origin, io_reason};
 use super::model::{
-    ContentSpec, MediaSpec, NumberSpec, PromptSpec, ResourceSpec, ResourceTemplateSpec, RunSpec, SleepSpec, StepSpec,
-    ToolSpec,
+    ContentSpec, DurationSpec, MediaSpec, NumberSpec, PromptSpec, ResourceSpec, ResourceTemplateSpec, RunSpec,
+    SleepSpec, StepSpec, ToolSpec,
 };
 use super::{
-    Amount, Block, Body, Catalog, Effect, Inputs, MediaKind, Prompt, PromptArgument, Resource, ResourceTemplate,
-    ResultSpec, Schema, ServerInfo, Step, StepData, Tool,
+    Amount, Block, Body, Catalog, DatabaseEntry, Effect, Inputs, MediaKind, Prompt, PromptArgument, Resource,
+    ResourceTemplate, ResultSpec, Schema, ServerInfo, Step, StepData, Tool,
 };
 use crate::diag::{Diagnostic, Location, did_you_mean};
 use crate::render;
-use crate::run::sql::{Database, parse_url};
+use crate::run::sql::{self, Database, Probe, parse_url};
 use crate::uri_template::UriTemplate;
 
 /// Longest tool or prompt name MCP allows.
@@ -49,7 +49,10 @@ struct Builder<'a> {
     template_files: HashMap<String, Option<Location>>,
     inputs: &'a mut Inputs,
     previous: Option<&'a Catalog>,
-    databases: IndexMap<String, Arc<Database>>,
+    databases: IndexMap<String, DatabaseEntry>,
+    /// A scratch copy of each database, with the new `setup` run on it, on
+    /// which statements are prepared; dropped, uncommitted, after the build.
+    probes: HashMap<String, Probe>,
 }
 
 /// Builds the catalog, or returns `None` after reporting why it cannot be.
@@ -75,6 +78,7 @@ pub fn build(
         inputs,
         previous,
         databases: IndexMap::new(),
+        probes: HashMap::new(),
     };
     let server = builder.server_info();
     builder.load_template_files();
@@ -238,59 +242,83 @@ impl Builder<'_> {
         }
     }
 
+    /// Checks each database without changing it: its `setup` runs on a
+    /// scratch copy of its schema (see [`Probe`]), where the tools'
+    /// statements are prepared later. Nothing is opened for real here.
     fn open_databases(&mut self) {
         for (name, decl) in &self.assembled.databases {
             let base = self.assembled.base_dir(&decl.origin);
-            let path = match parse_url(&decl.spec.url, &base) {
-                Ok(path) => path,
-                Err(message) => {
-                    let location = self.assembled.locate(&decl.origin, "/url");
-                    self.error("database-url", location, format!("database `{name}`: {message}"));
+            let url_location = self.assembled.locate(&decl.origin, "/url");
+            let timeout = match decl.spec.timeout.as_ref().map(parse_timeout) {
+                None => sql::DEFAULT_TIMEOUT,
+                Some(Ok(timeout)) => timeout,
+                Some(Err(message)) => {
+                    let location = self.assembled.locate(&decl.origin, "/timeout");
+                    self.error("database-timeout", location, format!("database `{name}`: {message}")).hint = Some(
+                        "write how long one statement may run, such as `500ms`, `5s` or `1m` (at most `1h`)".to_owned(),
+                    );
                     continue;
                 }
             };
-            let statements: Vec<String> =
+            let path = match parse_url(&decl.spec.url, &base) {
+                Ok(path) => path,
+                Err(message) => {
+                    self.error("database-url", url_location, format!("database `{name}`: {message}"));
+                    continue;
+                }
+            };
+            let setup: Vec<String> =
                 decl.spec.setup.as_ref().map(|s| s.list()).unwrap_or_default().into_iter().map(str::to_owned).collect();
-            // A reload keeps the database it replaces open if the URL is the same.
+            // A reload keeps the database it replaces (open, with its rows) if
+            // the URL is the same: a file by its path, preferably under the same
+            // name; an in-memory database by its name.
+            let taken = |db: &Arc<Database>| self.databases.values().any(|e| Arc::ptr_eq(&e.database, db));
             let reused = self.previous.and_then(|previous| {
-                previous.databases.iter().find_map(|(old_name, db)| {
-                    let same = db.path == path && (path.is_some() || old_name == name);
-                    same.then(|| db.clone())
-                })
+                let candidates =
+                    || previous.databases.iter().filter(|(_, e)| e.database.path == path && !taken(&e.database));
+                candidates()
+                    .find(|(old_name, _)| *old_name == name)
+                    .or_else(|| path.is_some().then(|| candidates().next()).flatten())
+                    .map(|(_, e)| e.database.clone())
             });
-            if let Some(database) = &reused
-                && database.setup() == statements
-            {
-                self.databases.insert(name.clone(), database.clone());
-                continue;
-            }
             let database = match reused {
                 Some(database) => database,
-                None => match Database::open(path.as_deref()) {
+                None => match Database::new(path) {
                     Ok(database) => Arc::new(database),
                     Err(message) => {
-                        let location = self.assembled.locate(&decl.origin, "/url");
-                        self.error("database-open", location, format!("cannot open database `{name}`: {message}"));
+                        self.error("database-open", url_location, format!("cannot open database `{name}`: {message}"));
                         continue;
                     }
                 },
             };
+            let mut probe = match database.probe(timeout) {
+                Ok(probe) => probe,
+                Err(message) => {
+                    self.error("database-open", url_location, format!("cannot open database `{name}`: {message}"));
+                    continue;
+                }
+            };
             let many = matches!(decl.spec.setup, Some(super::model::Statements::Many(_)));
-            let mut ok = true;
-            for (idx, statement) in statements.iter().enumerate() {
-                if let Err(message) = database.run_setup(statement) {
+            let setup_locations: Vec<Location> = (0..setup.len())
+                .map(|idx| {
                     let pointer = if many { format!("/setup/{idx}") } else { "/setup".to_owned() };
-                    let location = self.assembled.locate(&decl.origin, &pointer);
+                    self.assembled.locate(&decl.origin, &pointer)
+                })
+                .collect();
+            // What applying will do: run `setup` unless it is what was applied last.
+            if database.applied().as_ref() != Some(&setup) {
+                let failed = setup.iter().zip(&setup_locations).find_map(|(statement, location)| {
+                    probe.run_setup(statement).err().map(|message| (message, location.clone()))
+                });
+                if let Some((message, location)) = failed {
                     self.error("database-setup", location, format!("setup of database `{name}` failed: {message}"))
-                        .hint = Some("setup statements run at every start and reload, so they must be idempotent (CREATE TABLE IF NOT EXISTS …)".to_owned());
-                    ok = false;
-                    break;
+                        .hint = Some("setup statements run at every start and at each reload that changes them, so they must be idempotent (CREATE TABLE IF NOT EXISTS …)".to_owned());
+                    continue;
                 }
             }
-            if ok {
-                database.set_setup(statements);
-                self.databases.insert(name.clone(), database);
-            }
+            self.probes.insert(name.clone(), probe);
+            self.databases
+                .insert(name.clone(), DatabaseEntry { database, setup, setup_locations, url_location, timeout });
         }
     }
 
@@ -594,7 +622,7 @@ impl Builder<'_> {
         let mut names = properties.clone();
         names.extend(["data".to_owned(), "arguments".to_owned()]);
         if run.sql.is_some() {
-            names.push("rows".to_owned());
+            names.extend(["rows".to_owned(), "truncated".to_owned()]);
         }
         let declared_steps = run.steps.as_deref().unwrap_or_default();
         if declared_steps.iter().any(|step| step.elicit.is_some()) {
@@ -607,8 +635,10 @@ impl Builder<'_> {
         let owner = format!("tool {}:", spec.name);
         let steps = self.steps(declared_steps, &owner, origin, &mut scope);
         let result = self.result(run, &owner, origin, &mut scope);
-        if let Some(Effect::Sql { statement, database }) = &effect
-            && let Ok(params) = database.check(statement)
+        if effect.is_some()
+            && let Some(sql) = &run.sql
+            && let Some(probe) = self.probes.get(&sql.database)
+            && let Ok(params) = probe.check(&sql.statement)
         {
             scope.used.extend(params);
         }
@@ -672,7 +702,7 @@ impl Builder<'_> {
     fn effect(&mut self, run: &RunSpec, properties: &[String], origin: &Origin) -> Option<Effect> {
         let sql = run.sql.as_ref()?;
         let location = self.assembled.locate(origin, "/run/sql/database");
-        let Some(database) = self.databases.get(&sql.database).cloned() else {
+        let (Some(entry), Some(probe)) = (self.databases.get(&sql.database), self.probes.get(&sql.database)) else {
             if self.assembled.databases.contains_key(&sql.database) {
                 return None; // it failed to open; that error is reported already
             }
@@ -687,7 +717,8 @@ impl Builder<'_> {
             return None;
         };
         let location = self.assembled.locate(origin, "/run/sql/statement");
-        match database.check(&sql.statement) {
+        let (database, timeout) = (entry.database.clone(), entry.timeout);
+        match probe.check(&sql.statement) {
             Ok(params) => {
                 let mut ok = true;
                 for param in params {
@@ -705,7 +736,7 @@ impl Builder<'_> {
                         ok = false;
                     }
                 }
-                ok.then(|| Effect::Sql { database, statement: sql.statement.clone() })
+                ok.then(|| Effect::Sql { database, statement: sql.statement.clone(), timeout })
             }
             Err(message) => {
                 let hint = if message.contains("positional") {
@@ -1369,26 +1400,45 @@ fn present<'a>(keys: impl IntoIterator<Item = (&'a str, bool)>) -> Vec<&'a str> 
     keys.into_iter().filter_map(|(key, present)| present.then_some(key)).collect()
 }
 
+/// Reads a database's `timeout`: more than zero, at most an hour.
+fn parse_timeout(spec: &DurationSpec) -> Result<std::time::Duration, String> {
+    let millis = match spec {
+        DurationSpec::Millis(ms) => *ms,
+        DurationSpec::Text(text) => millis_of(text)?,
+    };
+    let timeout = std::time::Duration::from_millis(millis);
+    if millis == 0 {
+        return Err("a timeout of 0 would stop every statement".to_owned());
+    }
+    if timeout > sql::MAX_TIMEOUT {
+        return Err(format!("a timeout of {} is longer than 1h", sql::show_duration(timeout)));
+    }
+    Ok(timeout)
+}
+
 /// Reads a `sleep` duration: milliseconds, or `250ms`, `2s`, `1m`.
 fn parse_duration(spec: &SleepSpec) -> Result<std::time::Duration, String> {
     let millis = match spec {
         SleepSpec::Millis(ms) => *ms,
-        SleepSpec::Text(text) => {
-            let text = text.trim();
-            let (number, unit) =
-                text.split_at(text.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(text.len()));
-            let number: f64 = number.parse().map_err(|_| format!("`{text}` is not a duration"))?;
-            let factor = match unit.trim() {
-                "ms" | "" => 1.0,
-                "s" => 1000.0,
-                "m" | "min" => 60_000.0,
-                other => return Err(format!("unknown unit `{other}` in `{text}`")),
-            };
-            (number * factor).round() as u64
-        }
+        SleepSpec::Text(text) => millis_of(text)?,
     };
     if millis > 600_000 {
         return Err(format!("a sleep of {millis} ms is longer than 10 minutes"));
     }
     Ok(std::time::Duration::from_millis(millis))
+}
+
+/// Milliseconds of `250ms`, `2s`, `1.5m`, `1h` (no unit: milliseconds).
+fn millis_of(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let (number, unit) = text.split_at(text.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(text.len()));
+    let number: f64 = number.parse().map_err(|_| format!("`{text}` is not a duration"))?;
+    let factor = match unit.trim() {
+        "ms" | "" => 1.0,
+        "s" => 1000.0,
+        "m" | "min" => 60_000.0,
+        "h" => 3_600_000.0,
+        other => return Err(format!("unknown unit `{other}` in `{text}`")),
+    };
+    Ok((number * factor).round() as u64)
 }

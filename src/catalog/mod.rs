@@ -48,8 +48,8 @@ pub struct Catalog {
     pub env: minijinja::Environment<'static>,
     /// The merged `data:` blocks, as templates see them.
     pub data: minijinja::Value,
-    /// Open databases by name.
-    pub databases: IndexMap<String, Arc<Database>>,
+    /// Databases by name, with the `setup` each needs applied before serving.
+    pub databases: IndexMap<String, DatabaseEntry>,
     /// What it was built from (what a reload watches).
     pub inputs: Inputs,
     tool_index: HashMap<String, usize>,
@@ -194,7 +194,24 @@ pub enum Effect {
         database: Arc<Database>,
         /// The statement, with `:named` parameters.
         statement: String,
+        /// How long it may run.
+        timeout: std::time::Duration,
     },
+}
+
+/// A database of a catalog: loading checked its `setup` and statements on a
+/// scratch copy; [`Catalog::apply_setup`] applies `setup` for real.
+pub struct DatabaseEntry {
+    /// The database, shared with the catalog this one replaces if the URL is the same.
+    pub database: Arc<Database>,
+    /// Its `setup` statements.
+    pub setup: Vec<String>,
+    /// Where each `setup` statement is declared.
+    pub setup_locations: Vec<crate::diag::Location>,
+    /// Where its `url` is declared.
+    pub url_location: crate::diag::Location,
+    /// How long one statement may run.
+    pub timeout: std::time::Duration,
 }
 
 /// How a tool's result is rendered.
@@ -309,6 +326,49 @@ pub struct ResourceTemplate {
 }
 
 impl Catalog {
+    /// Opens this catalog's databases and applies their `setup` (each only if
+    /// it changed since it was last applied), all or nothing. Loading never
+    /// does this: call it once the catalog is accepted, before serving it.
+    pub fn apply_setup(&self) -> Result<(), Vec<Diagnostic>> {
+        let entries: Vec<(&String, &DatabaseEntry)> = self.databases.iter().collect();
+        let plans: Vec<crate::run::sql::SetupPlan<'_>> = entries
+            .iter()
+            .map(|(_, entry)| crate::run::sql::SetupPlan {
+                database: &entry.database,
+                statements: &entry.setup,
+                timeout: entry.timeout,
+            })
+            .collect();
+        crate::run::sql::apply_setup(&plans).map_err(|failure| {
+            let Some((name, entry)) = entries.get(failure.plan) else {
+                return vec![Diagnostic::error(
+                    "database-setup",
+                    crate::diag::Location::file_start(&self.inputs.files.first().cloned().unwrap_or_default()),
+                    failure.message,
+                )];
+            };
+            let diagnostic = match failure.statement.and_then(|idx| entry.setup_locations.get(idx)) {
+                Some(location) => {
+                    let mut diagnostic = Diagnostic::error(
+                        "database-setup",
+                        location.clone(),
+                        format!("setup of database `{name}` failed: {}", failure.message),
+                    );
+                    diagnostic.hint = Some(
+                        "setup statements run in one transaction when the catalog is accepted, so they must be idempotent (CREATE TABLE IF NOT EXISTS …)".to_owned(),
+                    );
+                    diagnostic
+                }
+                None => Diagnostic::error(
+                    "database-open",
+                    entry.url_location.clone(),
+                    format!("cannot open database `{name}`: {}", failure.message),
+                ),
+            };
+            vec![diagnostic]
+        })
+    }
+
     /// The tool named `name`.
     pub fn tool(&self, name: &str) -> Option<&Tool> {
         self.tool_index.get(name).map(|&idx| &self.tools[idx])

@@ -95,9 +95,24 @@ pub struct ServerSpec {
 pub struct DatabaseSpec {
     /// `sqlite:path/to/file.db` (relative to this file) or `"sqlite::memory:"` (quoted: it ends in a colon).
     pub url: String,
-    /// Statements run at load, in order; they must be idempotent (`CREATE TABLE IF NOT EXISTS …`).
+    /// Statements run in order, in one transaction, once the catalog is accepted (at start-up and
+    /// on each reload that changes them); they must be idempotent (`CREATE TABLE IF NOT EXISTS …`).
     #[serde(default)]
     pub setup: Option<Statements>,
+    /// How long one statement may run before it is stopped (`500ms`, `5s`, `1m`; default `5s`, at
+    /// most `1h`). A cancelled call stops its statement too.
+    #[serde(default)]
+    pub timeout: Option<DurationSpec>,
+}
+
+/// A duration: milliseconds, or a number with a unit (`250ms`, `5s`, `1m`, `1h`).
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum DurationSpec {
+    /// Milliseconds.
+    Millis(u64),
+    /// `250ms`, `5s`, `1m`, `1h`.
+    Text(String),
 }
 
 /// One SQL statement or a list of them.

@@ -108,6 +108,7 @@ pub async fn run(
             settle(&mut changes, options.debounce).await;
         };
         let Some((outcome, inputs)) = loaded else { continue };
+        let outcome = apply_setup(&root, outcome).await;
         // Watch what this load read, and keep watching what the served catalog reads.
         let mut watched = inputs.clone();
         if matches!(outcome, Outcome::Valid { .. }) {
@@ -154,6 +155,29 @@ fn prepare(root: &Path, current: &Snapshot, subscribed: &std::collections::BTree
         None => Outcome::Invalid { diagnostics: loaded.diagnostics },
     };
     (outcome, loaded.inputs)
+}
+
+/// Applies a valid catalog's database `setup` (on the blocking pool), just
+/// before the swap: loading changed no database; if applying fails, the
+/// catalog is rejected like an invalid one, and the old one stays.
+async fn apply_setup(root: &Path, outcome: Outcome) -> Outcome {
+    let Outcome::Valid { next, diff, warnings } = outcome else { return outcome };
+    match tokio::task::spawn_blocking(move || {
+        let applied = next.catalog.apply_setup();
+        (next, applied)
+    })
+    .await
+    {
+        Ok((next, Ok(()))) => Outcome::Valid { next, diff, warnings },
+        Ok((_, Err(diagnostics))) => Outcome::Invalid { diagnostics },
+        Err(err) => Outcome::Invalid {
+            diagnostics: vec![diag::Diagnostic::error(
+                "database-setup",
+                diag::Location::file_start(root),
+                format!("applying the databases' setup failed unexpectedly: {err}"),
+            )],
+        },
+    }
 }
 
 /// Swaps in a valid catalog and announces it, or reports an invalid one.

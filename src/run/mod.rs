@@ -60,7 +60,11 @@ pub async fn call(
     match steps::run(catalog, &tool.name, &tool.steps, &mut context, client).await {
         Err(steps::Stopped::Cancelled) => Err(Cancelled),
         Err(steps::Stopped::Failed(message)) => Ok(ToolOutcome::error(message)),
-        Ok(()) => Ok(finish(catalog, tool, arguments, context).await),
+        // A cancelled call drops its effect, which stops its work (an SQL statement).
+        Ok(()) => tokio::select! {
+            outcome = finish(catalog, tool, arguments, context) => Ok(outcome),
+            () = client.until_cancelled() => Err(Cancelled),
+        },
     }
 }
 
@@ -92,19 +96,21 @@ async fn finish(
     mut context: BTreeMap<String, TemplateValue>,
 ) -> ToolOutcome {
     let mut effect_result: Option<Value> = None;
+    let mut notice = None;
     if let Some(effect) = &tool.effect {
         match run_effect(effect, arguments).await {
-            Ok(variables) => {
-                for (name, value) in variables {
+            Ok(output) => {
+                for (name, value) in output.variables {
                     context.insert(name.clone(), crate::render::to_value(&value));
                     effect_result = Some(value);
                 }
+                notice = output.notice;
             }
             Err(message) => return ToolOutcome::error(format!("tool `{}` failed: {message}", tool.name)),
         }
     }
     let context = TemplateValue::from(context);
-    match &tool.result {
+    let mut outcome = match &tool.result {
         ResultSpec::Text(template) => match render::render(&catalog.env, template, context) {
             Ok(text) => finish_text(tool, text),
             Err(err) => render_failure(err),
@@ -124,20 +130,46 @@ async fn finish(
             }
             ToolOutcome { blocks: out, structured: None, is_error: false }
         }
+    };
+    // What the model reading the result must know (e.g. rows were left out).
+    if let Some(notice) = notice
+        && !outcome.is_error
+    {
+        outcome.blocks.push(Output::Text(notice));
     }
+    outcome
 }
 
-async fn run_effect(effect: &Effect, arguments: Map<String, Value>) -> Result<Vec<(String, Value)>, String> {
+/// What an effect produced.
+struct EffectOutput {
+    /// The variables its result template sees; the last one is the effect's
+    /// result (what `EffectJson` prints).
+    variables: Vec<(String, Value)>,
+    /// A line added to the result as its own text block.
+    notice: Option<String>,
+}
+
+async fn run_effect(effect: &Effect, arguments: Map<String, Value>) -> Result<EffectOutput, String> {
     match effect {
-        Effect::Sql { database, statement } => {
-            let database = database.clone();
-            let statement = statement.clone();
-            let rows = tokio::task::spawn_blocking(move || database.execute(&statement, &arguments))
+        Effect::Sql { database, statement, timeout } => {
+            let (database, statement, timeout) = (database.clone(), statement.clone(), *timeout);
+            // Dropping this future (a cancelled call) stops the statement.
+            let cancel = sql::CancelOnDrop::default();
+            let flag = cancel.0.clone();
+            let rows = tokio::task::spawn_blocking(move || database.execute(&statement, &arguments, timeout, &flag))
                 .await
                 .map_err(|err| format!("the statement did not finish: {err}"))?
                 .map_err(|err| err.to_string())?;
-            let rows = Value::Array(rows.into_iter().map(Value::Object).collect());
-            Ok(vec![("rows".to_owned(), rows)])
+            drop(cancel);
+            let notice = rows.truncated.then(|| {
+                format!(
+                    "[carte: the statement returned more than {max} rows; this result was made from the first {max} only]",
+                    max = sql::MAX_ROWS
+                )
+            });
+            let truncated = ("truncated".to_owned(), Value::Bool(rows.truncated));
+            let rows = ("rows".to_owned(), Value::Array(rows.rows.into_iter().map(Value::Object).collect()));
+            Ok(EffectOutput { variables: vec![truncated, rows], notice })
         }
     }
 }

@@ -1,30 +1,58 @@
-//! The `sql` runner: named SQLite databases, their `setup`, start-up checks
-//! of each statement, and running one statement with `:named` parameters in
-//! a transaction.
+//! The `sql` runner: named SQLite databases, checking a catalog's `setup`
+//! and statements without side effects, applying `setup` once a catalog is
+//! accepted, and running one statement with `:named` parameters in a
+//! transaction, bounded in time and rows.
+//!
+//! Loading a catalog never changes a database. [`Database::probe`] copies
+//! the schema of the database (read-only, or from the open connection on a
+//! reload) into a scratch in-memory database, opens a transaction there,
+//! runs `setup` and prepares every statement; the scratch is thrown away
+//! with its transaction never committed. Only when the whole catalog is
+//! accepted does [`apply_setup`] open the real database (creating the file)
+//! and run `setup` in one transaction per database, committed only if every
+//! database's setup succeeded. (A PostgreSQL backend would probe with
+//! `BEGIN; setup; PREPARE …; ROLLBACK` on a connection of its own.)
 //!
 //! rusqlite is synchronous; callers on the async side run [`Database::execute`]
-//! on the blocking pool so a slow query never stalls other requests.
+//! on the blocking pool so a slow query never stalls other requests. A
+//! statement is stopped by SQLite's progress handler when it runs past its
+//! timeout or when its call is cancelled (see [`CancelOnDrop`]), and at most
+//! [`MAX_ROWS`] rows are read from it.
 
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use base64::Engine as _;
+use rusqlite::limits::Limit;
 use rusqlite::types::{Value as SqlValue, ValueRef};
 use rusqlite::{Connection, OpenFlags};
 use serde_json::{Map, Value};
 
-/// How long a statement waits for a lock held by another connection.
-const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+/// The `timeout` of a database that declares none.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
+/// The longest `timeout` a database may declare.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(3600);
+/// Most rows of one statement a result template sees; more are dropped,
+/// with `truncated` set and a notice in the result.
+pub const MAX_ROWS: usize = 1000;
+/// SQLite virtual-machine instructions between two looks at the clock and
+/// the cancel flag (a few microseconds of work).
+const PROGRESS_OPS: i32 = 1000;
 
-/// One open database.
+/// One database of a catalog. It is opened (and its file created) only by
+/// [`apply_setup`], once a catalog using it is accepted; a reload that keeps
+/// the same URL keeps the same `Database`, open, with its rows.
 #[derive(Debug)]
 pub struct Database {
     /// Where it lives (`None` for `sqlite::memory:`).
     pub path: Option<PathBuf>,
-    connection: Mutex<Connection>,
-    /// The `setup` statements that last ran on it (a reload re-runs them only if they changed).
-    setup: Mutex<Vec<String>>,
+    /// `None` until a catalog using it is accepted.
+    connection: Mutex<Option<Connection>>,
+    /// The `setup` last committed on it (`None`: never), so that a reload
+    /// runs `setup` again only if it changed.
+    applied: Mutex<Option<Vec<String>>>,
 }
 
 /// Why a statement failed when a tool ran.
@@ -33,9 +61,47 @@ pub enum SqlError {
     /// A UNIQUE, NOT NULL, CHECK or FOREIGN KEY constraint refused the change.
     #[error("constraint failed: {0}")]
     Constraint(String),
+    /// The statement ran longer than the database's `timeout` and was stopped.
+    #[error("the statement ran longer than the database's timeout ({}) and was stopped; nothing was changed", show_duration(*.0))]
+    Timeout(Duration),
+    /// The call was cancelled; the statement was stopped.
+    #[error("the call was cancelled; the statement was stopped")]
+    Cancelled,
     /// Anything else SQLite reported.
     #[error("database error: {0}")]
     Other(String),
+}
+
+/// The rows a statement produced, at most [`MAX_ROWS`] of them.
+#[derive(Debug, Default)]
+pub struct Rows {
+    /// Column → value, in order.
+    pub rows: Vec<Map<String, Value>>,
+    /// Whether the statement had more rows than were kept.
+    pub truncated: bool,
+}
+
+/// Sets a call's cancel flag when dropped: the effect's future holds it, so
+/// a call whose future is dropped (the client cancelled, the HTTP request
+/// went away) stops its statement at the next progress check.
+#[derive(Debug, Default)]
+pub struct CancelOnDrop(pub Arc<AtomicBool>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// `5s`, `250ms`, `1m`, `1h` (the shortest exact form).
+pub fn show_duration(duration: Duration) -> String {
+    let ms = duration.as_millis();
+    match ms {
+        ms if ms % 3_600_000 == 0 && ms > 0 => format!("{}h", ms / 3_600_000),
+        ms if ms % 60_000 == 0 && ms > 0 => format!("{}m", ms / 60_000),
+        ms if ms % 1000 == 0 => format!("{}s", ms / 1000),
+        ms => format!("{ms}ms"),
+    }
 }
 
 /// Where a `sqlite:` URL points, relative paths resolved against `base`.
@@ -61,54 +127,133 @@ pub fn parse_url(url: &str, base: &Path) -> Result<Option<PathBuf>, String> {
 }
 
 impl Database {
-    /// Opens (creating if needed) the database at `path`, in WAL mode.
-    pub fn open(path: Option<&Path>) -> Result<Database, String> {
-        let connection = match path {
-            Some(path) => {
-                if let Some(parent) = path.parent()
-                    && !parent.as_os_str().is_empty()
-                    && !parent.is_dir()
-                {
-                    return Err(format!("folder `{}` does not exist", parent.display()));
-                }
-                Connection::open_with_flags(
-                    path,
-                    OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-                )
+    /// A database at `path` (`None`: in memory), not opened yet: nothing
+    /// on disk is touched. Its folder must exist.
+    pub fn new(path: Option<PathBuf>) -> Result<Database, String> {
+        if let Some(parent) = path.as_deref().and_then(Path::parent)
+            && !parent.as_os_str().is_empty()
+            && !parent.is_dir()
+        {
+            return Err(format!("folder `{}` does not exist", parent.display()));
+        }
+        Ok(Database { path, connection: Mutex::default(), applied: Mutex::default() })
+    }
+
+    /// The `setup` last committed on this database (`None`: never).
+    pub fn applied(&self) -> Option<Vec<String>> {
+        lock(&self.applied).clone()
+    }
+
+    /// A scratch in-memory copy of this database's schema, to try a
+    /// catalog's `setup` and statements on without changing anything: the
+    /// open connection's schema if there is one (a reload), else the file's,
+    /// read without writing, locking or creating anything, else none.
+    pub fn probe(&self, timeout: Duration) -> Result<Probe, String> {
+        let schema = {
+            let connection = lock(&self.connection);
+            match (connection.as_ref(), &self.path) {
+                (Some(open), _) => read_schema(open),
+                (None, Some(path)) if path.exists() => open_read_only(path).and_then(|c| read_schema(&c)),
+                (None, _) => Ok(Vec::new()),
             }
-            None => Connection::open_in_memory(),
         }
         .map_err(|err| err.to_string())?;
-        connection.busy_timeout(BUSY_TIMEOUT).map_err(|err| err.to_string())?;
-        if path.is_some() {
-            // WAL lets readers proceed while a writer commits.
-            let _mode: String =
-                connection.query_row("PRAGMA journal_mode=WAL", [], |row| row.get(0)).map_err(|err| err.to_string())?;
+        Probe::new(&schema, timeout).map_err(|err| err.to_string())
+    }
+
+    /// Runs `statement` with `arguments` bound to its `:params`, in a
+    /// transaction, and returns the first [`MAX_ROWS`] rows it produced
+    /// (column → value). It is stopped after `timeout`, or as soon as
+    /// `cancel` is set; a stopped statement changes nothing.
+    pub fn execute(
+        &self,
+        statement: &str,
+        arguments: &Map<String, Value>,
+        timeout: Duration,
+        cancel: &Arc<AtomicBool>,
+    ) -> Result<Rows, SqlError> {
+        let mut guard = lock(&self.connection);
+        let Some(connection) = guard.as_mut() else {
+            return Err(SqlError::Other("the database is not open: its catalog's setup was never applied".to_owned()));
+        };
+        if cancel.load(Ordering::Relaxed) {
+            return Err(SqlError::Cancelled);
         }
-        Ok(Database { path: path.map(Path::to_path_buf), connection: Mutex::new(connection), setup: Mutex::default() })
+        connection.busy_timeout(timeout).map_err(|err| SqlError::Other(err.to_string()))?;
+        let outcome = bounded(connection, timeout, Some(cancel.clone()), |connection| {
+            let transaction = connection.transaction()?;
+            let rows = {
+                let mut prepared = transaction.prepare_cached(statement)?;
+                for idx in 1..=prepared.parameter_count() {
+                    let name = prepared.parameter_name(idx).map(|n| n[1..].to_owned()).unwrap_or_default();
+                    let value = arguments.get(&name).map(to_sql).unwrap_or(SqlValue::Null);
+                    prepared.raw_bind_parameter(idx, value)?;
+                }
+                let columns: Vec<String> = prepared.column_names().map(str::to_owned).collect();
+                let mut raw = prepared.raw_query();
+                let mut rows = Rows::default();
+                while let Some(row) = raw.next()? {
+                    if rows.rows.len() == MAX_ROWS {
+                        rows.truncated = true;
+                        break;
+                    }
+                    let mut record = Map::new();
+                    for (idx, column) in columns.iter().enumerate() {
+                        record.insert(column.clone(), from_sql(row.get_ref(idx)?));
+                    }
+                    rows.rows.push(record);
+                }
+                rows
+            };
+            transaction.commit()?;
+            Ok(rows)
+        });
+        outcome.map_err(|err| classify(err, timeout, cancel))
+    }
+}
+
+/// A scratch copy of a database's schema inside a transaction that is never
+/// committed, on which a catalog's `setup` runs and its statements are
+/// prepared. Dropping it throws everything away.
+pub struct Probe {
+    connection: Connection,
+    timeout: Duration,
+}
+
+impl Probe {
+    fn new(schema: &[String], timeout: Duration) -> rusqlite::Result<Probe> {
+        let connection = Connection::open_in_memory()?;
+        // `ATTACH 'file'` would create a file: not while checking.
+        connection.set_limit(Limit::SQLITE_LIMIT_ATTACHED, 0)?;
+        // Tables first, then what depends on them; what cannot be copied (a
+        // virtual table of a module this build lacks) is left out, and the
+        // statements that use it are reported when they fail to prepare.
+        let mut pending: Vec<&String> = schema.iter().collect();
+        loop {
+            let before = pending.len();
+            pending.retain(|sql| connection.execute_batch(sql).is_err());
+            if pending.is_empty() || pending.len() == before {
+                break;
+            }
+        }
+        if !pending.is_empty() {
+            tracing::debug!("{} schema entries could not be copied for checking", pending.len());
+        }
+        connection.execute_batch("BEGIN")?;
+        Ok(Probe { connection, timeout })
     }
 
-    /// The `setup` statements that last ran on this database.
-    pub fn setup(&self) -> Vec<String> {
-        self.setup.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
-    }
-
-    /// Records that `statements` ran as this database's `setup`.
-    pub fn set_setup(&self, statements: Vec<String>) {
-        *self.setup.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = statements;
-    }
-
-    /// Runs one `setup` statement (or several, separated by `;`).
-    pub fn run_setup(&self, statements: &str) -> Result<(), String> {
-        let connection = self.lock();
-        connection.execute_batch(statements).map_err(|err| tidy_message(&err.to_string(), statements))
+    /// Runs one `setup` statement (or several, separated by `;`), bounded by
+    /// the database's timeout.
+    pub fn run_setup(&mut self, statements: &str) -> Result<(), String> {
+        bounded(&mut self.connection, self.timeout, None, |connection| connection.execute_batch(statements))
+            .map_err(|err| setup_message(&err, self.timeout, statements))
     }
 
     /// Prepares `statement` without running it: the names of its `:params`,
     /// or SQLite's complaint (a wrong column or table name, a syntax error).
     pub fn check(&self, statement: &str) -> Result<Vec<String>, String> {
-        let connection = self.lock();
-        let prepared = connection.prepare(statement).map_err(|err| tidy_message(&err.to_string(), statement))?;
+        let prepared = self.connection.prepare(statement).map_err(|err| tidy_message(&err.to_string(), statement))?;
         let mut names = Vec::new();
         for idx in 1..=prepared.parameter_count() {
             match prepared.parameter_name(idx) {
@@ -119,44 +264,203 @@ impl Database {
         }
         Ok(names)
     }
+}
 
-    /// Runs `statement` with `arguments` bound to its `:params`, in a
-    /// transaction, and returns the rows it produced (column → value).
-    pub fn execute(
-        &self,
-        statement: &str,
-        arguments: &Map<String, Value>,
-    ) -> Result<Vec<Map<String, Value>>, SqlError> {
-        let mut connection = self.lock();
-        let transaction = connection.transaction().map_err(classify)?;
-        let rows = {
-            let mut prepared = transaction.prepare_cached(statement).map_err(classify)?;
-            for idx in 1..=prepared.parameter_count() {
-                let name = prepared.parameter_name(idx).map(|n| n[1..].to_owned()).unwrap_or_default();
-                let value = arguments.get(&name).map(to_sql).unwrap_or(SqlValue::Null);
-                prepared.raw_bind_parameter(idx, value).map_err(classify)?;
+/// One database of an accepted catalog and the `setup` it declares.
+pub struct SetupPlan<'a> {
+    /// The database.
+    pub database: &'a Database,
+    /// Its `setup` statements, in order.
+    pub statements: &'a [String],
+    /// Its per-statement timeout.
+    pub timeout: Duration,
+}
+
+/// Why applying `setup` failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SetupFailure {
+    /// The index of the plan that failed.
+    pub plan: usize,
+    /// The index of the statement that failed (`None`: opening or committing).
+    pub statement: Option<usize>,
+    /// What went wrong.
+    pub message: String,
+}
+
+/// Opens the databases of an accepted catalog (creating their files) and
+/// runs each `setup` that differs from the one last committed, in one
+/// transaction per database; the transactions are committed only once every
+/// setup succeeded. On failure nothing is committed, and a file this call
+/// created is removed again.
+pub fn apply_setup(plans: &[SetupPlan<'_>]) -> Result<(), SetupFailure> {
+    let mut pending: Vec<Pending<'_>> = Vec::new();
+    let mut seen: Vec<&Database> = Vec::new();
+    for (idx, plan) in plans.iter().enumerate() {
+        // The same database twice would wait for its own lock.
+        if seen.iter().any(|db| std::ptr::eq(*db, plan.database)) {
+            continue;
+        }
+        seen.push(plan.database);
+        let fail = |statement, message| SetupFailure { plan: idx, statement, message };
+        let mut guard = lock(&plan.database.connection);
+        let mut created = false;
+        if guard.is_none() {
+            created = plan.database.path.as_deref().is_some_and(|path| !path.exists());
+            let connection = open(plan.database.path.as_deref()).map_err(|err| fail(None, err));
+            if connection.is_err() && created {
+                remove_files(plan.database.path.as_deref());
             }
-            let columns: Vec<String> = prepared.column_names().map(str::to_owned).collect();
-            let mut raw = prepared.raw_query();
-            let mut rows = Vec::new();
-            while let Some(row) = raw.next().map_err(classify)? {
-                let mut record = Map::new();
-                for (idx, column) in columns.iter().enumerate() {
-                    record.insert(column.clone(), from_sql(row.get_ref(idx).map_err(classify)?));
+            *guard = Some(connection?);
+        }
+        let mut entry =
+            Pending { plan: idx, guard, database: plan.database, statements: plan.statements, created, begun: false };
+        if plan.database.applied().as_deref() == Some(plan.statements) {
+            continue;
+        }
+        let Some(connection) = entry.guard.as_mut() else { continue };
+        connection.execute_batch("BEGIN IMMEDIATE").map_err(|err| fail(None, err.to_string()))?;
+        entry.begun = true;
+        for (s_idx, statement) in plan.statements.iter().enumerate() {
+            bounded(connection, plan.timeout, None, |connection| connection.execute_batch(statement))
+                .map_err(|err| fail(Some(s_idx), setup_message(&err, plan.timeout, statement)))?;
+        }
+        pending.push(entry);
+    }
+    for mut entry in pending {
+        entry.commit().map_err(|message| SetupFailure { plan: entry.plan, statement: None, message })?;
+    }
+    Ok(())
+}
+
+/// A database whose setup ran in a transaction not yet committed; dropped
+/// uncommitted, it rolls back (and removes a file it created).
+struct Pending<'a> {
+    plan: usize,
+    guard: MutexGuard<'a, Option<Connection>>,
+    database: &'a Database,
+    statements: &'a [String],
+    created: bool,
+    begun: bool,
+}
+
+impl Pending<'_> {
+    fn commit(&mut self) -> Result<(), String> {
+        if let Some(connection) = self.guard.as_mut()
+            && self.begun
+        {
+            connection.execute_batch("COMMIT").map_err(|err| err.to_string())?;
+        }
+        self.begun = false;
+        self.created = false;
+        *lock(&self.database.applied) = Some(self.statements.to_vec());
+        Ok(())
+    }
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        if self.begun
+            && let Some(connection) = self.guard.as_mut()
+            && let Err(err) = connection.execute_batch("ROLLBACK")
+        {
+            tracing::warn!("rolling back a failed setup: {err}");
+        }
+        if self.created {
+            *self.guard = None;
+            remove_files(self.database.path.as_deref());
+        }
+    }
+}
+
+/// Opens a database to serve it: read-write, created if missing, in WAL
+/// mode (readers proceed while a writer commits).
+fn open(path: Option<&Path>) -> Result<Connection, String> {
+    let connection = match path {
+        Some(path) => Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        ),
+        None => Connection::open_in_memory(),
+    }
+    .map_err(|err| err.to_string())?;
+    if path.is_some() {
+        let _mode: String =
+            connection.query_row("PRAGMA journal_mode=WAL", [], |row| row.get(0)).map_err(|err| err.to_string())?;
+    }
+    Ok(connection)
+}
+
+/// Removes a database file this process created, with its WAL files.
+fn remove_files(path: Option<&Path>) {
+    let Some(path) = path else { return };
+    for suffix in ["", "-wal", "-shm", "-journal"] {
+        let mut name = path.as_os_str().to_owned();
+        name.push(suffix);
+        let _ = std::fs::remove_file(name);
+    }
+}
+
+/// Opens an existing database file for reading its schema, changing nothing
+/// on disk. Without a `-wal` file beside it, as `immutable` (no lock, no
+/// journal, no `-wal`/`-shm` created — a plain read-only open of a WAL-mode
+/// database creates both); with one (a server is writing it), through that
+/// log.
+fn open_read_only(path: &Path) -> rusqlite::Result<Connection> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    match path.to_str() {
+        Some(text) if !Path::new(&wal).exists() => {
+            let mut uri = String::from("file:");
+            for c in text.chars() {
+                match c {
+                    '%' => uri.push_str("%25"),
+                    '?' => uri.push_str("%3f"),
+                    '#' => uri.push_str("%23"),
+                    c => uri.push(c),
                 }
-                rows.push(record);
             }
-            rows
-        };
-        transaction.commit().map_err(classify)?;
-        Ok(rows)
+            uri.push_str("?immutable=1");
+            Connection::open_with_flags(uri, flags | OpenFlags::SQLITE_OPEN_URI)
+        }
+        _ => Connection::open_with_flags(path, flags),
     }
+}
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Connection> {
-        // A panic while holding the lock cannot leave SQLite inconsistent
-        // (the transaction rolls back on drop), so a poisoned lock is usable.
-        self.connection.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
+/// The SQL of every table, index, view and trigger, in creation order,
+/// without SQLite's own objects and the shadow tables of virtual tables
+/// (which re-creating the virtual table creates).
+fn read_schema(connection: &Connection) -> rusqlite::Result<Vec<String>> {
+    let mut statement = connection.prepare(
+        "SELECT sql FROM sqlite_schema WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' \
+         AND tbl_name NOT IN (SELECT name FROM pragma_table_list WHERE schema = 'main' AND type = 'shadow') \
+         ORDER BY rowid",
+    )?;
+    statement.query_map([], |row| row.get(0))?.collect()
+}
+
+/// Runs `work` on `connection`, stopping it (SQLITE_INTERRUPT) after
+/// `timeout` or once `cancel` is set.
+fn bounded<T>(
+    connection: &mut Connection,
+    timeout: Duration,
+    cancel: Option<Arc<AtomicBool>>,
+    work: impl FnOnce(&mut Connection) -> rusqlite::Result<T>,
+) -> rusqlite::Result<T> {
+    let deadline = Instant::now() + timeout;
+    connection.progress_handler(
+        PROGRESS_OPS,
+        Some(move || cancel.as_ref().is_some_and(|c| c.load(Ordering::Relaxed)) || Instant::now() >= deadline),
+    )?;
+    let outcome = work(connection);
+    connection.progress_handler(0, None::<fn() -> bool>)?;
+    outcome
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding the lock cannot leave SQLite inconsistent
+    // (a transaction rolls back on drop), so a poisoned lock is usable.
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// SQLite repeats the whole statement in its messages (`… in SELECT … at
@@ -169,8 +473,21 @@ fn tidy_message(message: &str, statement: &str) -> String {
     }
 }
 
-fn classify(err: rusqlite::Error) -> SqlError {
+/// Why a `setup` statement failed, in words.
+fn setup_message(err: &rusqlite::Error, timeout: Duration, statement: &str) -> String {
+    match err {
+        rusqlite::Error::SqliteFailure(code, _) if code.code == rusqlite::ErrorCode::OperationInterrupted => {
+            format!("it ran longer than the database's timeout ({})", show_duration(timeout))
+        }
+        _ => tidy_message(&err.to_string(), statement),
+    }
+}
+
+fn classify(err: rusqlite::Error, timeout: Duration, cancel: &AtomicBool) -> SqlError {
     match &err {
+        rusqlite::Error::SqliteFailure(code, _) if code.code == rusqlite::ErrorCode::OperationInterrupted => {
+            if cancel.load(Ordering::Relaxed) { SqlError::Cancelled } else { SqlError::Timeout(timeout) }
+        }
         rusqlite::Error::SqliteFailure(code, message) if code.code == rusqlite::ErrorCode::ConstraintViolation => {
             SqlError::Constraint(message.clone().unwrap_or_else(|| err.to_string()))
         }
@@ -205,17 +522,48 @@ fn from_sql(value: ValueRef<'_>) -> Value {
 mod tests {
     use super::*;
 
+    fn temp_dir(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("carte-sql-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    /// Every file of `dir` with its bytes.
+    fn files(dir: &Path) -> Vec<(String, Vec<u8>)> {
+        let mut files: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|entry| {
+                let path = entry.unwrap().path();
+                (path.file_name().unwrap().to_string_lossy().into_owned(), std::fs::read(&path).unwrap())
+            })
+            .collect();
+        files.sort();
+        files
+    }
+
+    fn applied(database: &Database, statements: &[&str]) {
+        let statements: Vec<String> = statements.iter().map(|s| (*s).to_owned()).collect();
+        apply_setup(&[SetupPlan { database, statements: &statements, timeout: DEFAULT_TIMEOUT }]).unwrap();
+    }
+
+    fn run(database: &Database, statement: &str, timeout: Duration) -> Result<Rows, SqlError> {
+        database.execute(statement, &Map::new(), timeout, &Arc::default())
+    }
+
     #[test]
     fn runs_statements_with_named_parameters() {
-        let db = Database::open(None).unwrap();
-        db.run_setup("CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE)").unwrap();
-        assert_eq!(db.check("INSERT INTO t (name) VALUES (:name) RETURNING id").unwrap(), vec!["name"]);
-        let err = db.check("SELECT nme FROM t").unwrap_err();
+        let db = Database::new(None).unwrap();
+        applied(&db, &["CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE)"]);
+        let probe = db.probe(DEFAULT_TIMEOUT).unwrap();
+        assert_eq!(probe.check("INSERT INTO t (name) VALUES (:name) RETURNING id").unwrap(), vec!["name"]);
+        let err = probe.check("SELECT nme FROM t").unwrap_err();
         assert!(err.contains("no such column: nme"), "{err}");
         let args: Map<String, Value> = serde_json::from_str(r#"{"name":"a"}"#).unwrap();
-        let rows = db.execute("INSERT INTO t (name) VALUES (:name) RETURNING id", &args).unwrap();
-        assert_eq!(Value::Array(rows.into_iter().map(Value::Object).collect()), serde_json::json!([{"id": 1}]));
-        let again = db.execute("INSERT INTO t (name) VALUES (:name) RETURNING id", &args);
+        let insert = "INSERT INTO t (name) VALUES (:name) RETURNING id";
+        let rows = db.execute(insert, &args, DEFAULT_TIMEOUT, &Arc::default()).unwrap();
+        assert_eq!(Value::Array(rows.rows.into_iter().map(Value::Object).collect()), serde_json::json!([{"id": 1}]));
+        let again = db.execute(insert, &args, DEFAULT_TIMEOUT, &Arc::default());
         assert!(matches!(again, Err(SqlError::Constraint(_))), "{again:?}");
     }
 
@@ -226,5 +574,130 @@ mod tests {
         assert_eq!(parse_url("sqlite:///tmp/x.db", base).unwrap(), Some(PathBuf::from("/tmp/x.db")));
         assert_eq!(parse_url("sqlite::memory:", base).unwrap(), None);
         assert!(parse_url("postgres://u:secret@h/db", base).unwrap_err().contains("PostgreSQL"));
+    }
+
+    #[test]
+    fn a_probe_changes_no_byte_of_an_existing_file() {
+        let dir = temp_dir("probe-existing");
+        let path = dir.join("shop ?#%.db");
+        {
+            let db = Database::new(Some(path.clone())).unwrap();
+            applied(&db, &["CREATE TABLE bookings (id INTEGER PRIMARY KEY, room TEXT)"]);
+            run(&db, "INSERT INTO bookings (room) VALUES ('Focus')", DEFAULT_TIMEOUT).unwrap();
+        }
+        let before = files(&dir);
+        assert_eq!(
+            before.len(),
+            1,
+            "closing checkpoints the WAL: {:?}",
+            before.iter().map(|f| &f.0).collect::<Vec<_>>()
+        );
+        let db = Database::new(Some(path.clone())).unwrap();
+        let mut probe = db.probe(DEFAULT_TIMEOUT).unwrap();
+        assert_eq!(probe.check("SELECT room FROM bookings").unwrap(), Vec::<String>::new());
+        probe.run_setup("DROP TABLE bookings").unwrap();
+        probe.run_setup("CREATE TABLE other (x)").unwrap();
+        assert!(probe.check("SELECT room FROM bookings").is_err());
+        assert!(probe.run_setup("ATTACH 'elsewhere.db' AS elsewhere").is_err(), "ATTACH would create a file");
+        drop(probe);
+        assert_eq!(files(&dir), before);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_probe_of_a_missing_file_creates_nothing() {
+        let dir = temp_dir("probe-missing");
+        let db = Database::new(Some(dir.join("new.db"))).unwrap();
+        let mut probe = db.probe(DEFAULT_TIMEOUT).unwrap();
+        probe.run_setup("CREATE TABLE t (x)").unwrap();
+        assert!(probe.check("SELECT x FROM t").is_ok());
+        drop(probe);
+        assert!(files(&dir).is_empty());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_reload_probes_the_open_connection_and_applies_only_a_changed_setup() {
+        let db = Database::new(None).unwrap();
+        applied(&db, &["CREATE TABLE notes (text TEXT)"]);
+        run(&db, "INSERT INTO notes VALUES ('kept')", DEFAULT_TIMEOUT).unwrap();
+        let probe = db.probe(DEFAULT_TIMEOUT).unwrap();
+        assert!(probe.check("SELECT text FROM notes").is_ok(), "the probe sees the open database's tables");
+        // The same setup is not run again (it is not idempotent).
+        applied(&db, &["CREATE TABLE notes (text TEXT)"]);
+        let changed = ["CREATE TABLE IF NOT EXISTS notes (text TEXT)", "CREATE TABLE tags (name TEXT)"];
+        applied(&db, &changed);
+        applied(&db, &changed);
+        let rows =
+            run(&db, "SELECT (SELECT count(*) FROM notes) AS n, (SELECT count(*) FROM tags) AS t", DEFAULT_TIMEOUT);
+        assert_eq!(Value::Object(rows.unwrap().rows.remove(0)), serde_json::json!({"n": 1, "t": 0}));
+    }
+
+    #[test]
+    fn a_failed_setup_commits_nothing_anywhere() {
+        let dir = temp_dir("apply-atomic");
+        let first = Database::new(Some(dir.join("first.db"))).unwrap();
+        let second = Database::new(None).unwrap();
+        let good = vec!["CREATE TABLE t (x)".to_owned()];
+        let bad = vec!["CREATE TABLE u (y)".to_owned(), "CREATE TABLE u (y)".to_owned()];
+        let plans = [
+            SetupPlan { database: &first, statements: &good, timeout: DEFAULT_TIMEOUT },
+            SetupPlan { database: &second, statements: &bad, timeout: DEFAULT_TIMEOUT },
+        ];
+        let failure = apply_setup(&plans).unwrap_err();
+        assert_eq!((failure.plan, failure.statement), (1, Some(1)), "{failure:?}");
+        assert!(failure.message.contains("already exists"), "{failure:?}");
+        assert!(files(&dir).is_empty(), "the file it created is gone");
+        assert_eq!(first.applied(), None);
+        assert!(matches!(run(&second, "SELECT y FROM u", DEFAULT_TIMEOUT), Err(SqlError::Other(_))));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    const FOREVER: &str = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c";
+
+    #[test]
+    fn a_runaway_statement_stops_at_its_timeout() {
+        let db = Database::new(None).unwrap();
+        applied(&db, &[]);
+        let err = run(&db, FOREVER, Duration::from_millis(50)).unwrap_err();
+        assert!(matches!(err, SqlError::Timeout(_)), "{err:?}");
+        assert!(err.to_string().contains("timeout (50ms)"), "{err}");
+        // The connection is usable again, with no handler left behind.
+        assert_eq!(run(&db, "SELECT 1 AS one", DEFAULT_TIMEOUT).unwrap().rows.len(), 1);
+    }
+
+    #[test]
+    fn a_cancelled_call_stops_its_statement() {
+        let db = Arc::new(Database::new(None).unwrap());
+        applied(&db, &[]);
+        let cancel = Arc::new(AtomicBool::new(false));
+        let (done, finished) = std::sync::mpsc::channel();
+        let (db2, cancel2) = (db.clone(), cancel.clone());
+        std::thread::spawn(move || {
+            let _ = done.send(db2.execute(FOREVER, &Map::new(), MAX_TIMEOUT, &cancel2));
+        });
+        drop(CancelOnDrop(cancel));
+        let outcome = finished.recv_timeout(Duration::from_secs(20)).expect("the statement stopped");
+        assert!(matches!(outcome, Err(SqlError::Cancelled)), "{outcome:?}");
+    }
+
+    #[test]
+    fn rows_are_capped() {
+        let db = Database::new(None).unwrap();
+        applied(&db, &[]);
+        let many = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 5000) SELECT x FROM c";
+        let rows = run(&db, many, DEFAULT_TIMEOUT).unwrap();
+        assert_eq!((rows.rows.len(), rows.truncated), (MAX_ROWS, true));
+        let exact = format!("{many} WHERE x <= {MAX_ROWS}");
+        let rows = run(&db, &exact, DEFAULT_TIMEOUT).unwrap();
+        assert_eq!((rows.rows.len(), rows.truncated), (MAX_ROWS, false));
+    }
+
+    #[test]
+    fn durations_show_in_their_shortest_form() {
+        assert_eq!(show_duration(Duration::from_secs(5)), "5s");
+        assert_eq!(show_duration(Duration::from_millis(1500)), "1500ms");
+        assert_eq!(show_duration(Duration::from_secs(120)), "2m");
+        assert_eq!(show_duration(Duration::from_secs(3600)), "1h");
     }
 }
