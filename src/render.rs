@@ -68,6 +68,40 @@ pub fn catalog_environment(sources: std::collections::HashMap<String, String>) -
     env
 }
 
+/// Renders that may run at once: each runs on the blocking pool, so
+/// rendering never holds a runtime thread (a slow render does not delay a
+/// `ping` or `/healthz`); the bound keeps CPU and the memory of renders in
+/// flight (each bounded by [`FUEL`], see the module doc) proportional to the
+/// cores, however many requests arrive. Later renders wait their turn
+/// without holding a thread.
+pub fn max_concurrent_renders() -> usize {
+    std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get).max(2)
+}
+
+static RENDER_SLOTS: std::sync::LazyLock<std::sync::Arc<tokio::sync::Semaphore>> =
+    std::sync::LazyLock::new(|| std::sync::Arc::new(tokio::sync::Semaphore::new(max_concurrent_renders())));
+
+/// Runs `work` (something that renders templates) on the blocking pool,
+/// at most [`max_concurrent_renders`] at once. The slot is held by the work
+/// itself, so a request dropped while its render runs does not free it early.
+pub async fn off_thread<T, F>(work: F) -> Result<T, RenderError>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    let slot = RENDER_SLOTS
+        .clone()
+        .acquire_owned()
+        .await
+        .map_err(|_| RenderError::Template("rendering has shut down".to_owned()))?;
+    tokio::task::spawn_blocking(move || {
+        let _slot = slot;
+        work()
+    })
+    .await
+    .map_err(|err| RenderError::Template(format!("the render stopped unexpectedly: {err}")))
+}
+
 /// Converts any serializable value (JSON from the catalog or a client) into
 /// a template value.
 pub fn to_value<T: serde::Serialize>(value: &T) -> Value {

@@ -80,9 +80,10 @@ fn check_arguments(tool: &Tool, arguments: Map<String, Value>) -> Result<Map<Str
     }
 }
 
-/// Runs the effect, then renders the result.
+/// Runs the effect, then renders the result on the blocking pool (see
+/// [`render::off_thread`]): a slow template never holds a runtime thread.
 async fn finish(
-    catalog: &Catalog,
+    catalog: &Arc<Catalog>,
     tool: &Tool,
     arguments: Map<String, Value>,
     mut context: BTreeMap<String, TemplateValue>,
@@ -99,7 +100,17 @@ async fn finish(
             Err(message) => return ToolOutcome::error(format!("tool `{}` failed: {message}", tool.name)),
         }
     }
-    let context = TemplateValue::from(context);
+    let catalog = Arc::clone(catalog);
+    let name = tool.name.clone();
+    let rendered = render::off_thread(move || match catalog.tool(&name) {
+        Some(tool) => render_result(&catalog, tool, TemplateValue::from(context), effect_result),
+        None => ToolOutcome::error(format!("tool `{name}` is gone")),
+    });
+    rendered.await.unwrap_or_else(render_failure)
+}
+
+/// Renders the result of `tool` with `context` (blocking: templates run here).
+fn render_result(catalog: &Catalog, tool: &Tool, context: TemplateValue, effect_result: Option<Value>) -> ToolOutcome {
     match &tool.result {
         ResultSpec::Text(template) => match render::render(&catalog.env, template, context) {
             Ok(text) => finish_text(tool, text),
