@@ -89,6 +89,7 @@ pub fn render_block(catalog: &Catalog, block: &Block, context: &minijinja::Value
                 uri: uri.trim().to_owned(),
                 reason: match err {
                     ReadError::NotFound => "no such resource".to_owned(),
+                    ReadError::Rejected(message) => format!("no such resource: {message}"),
                     ReadError::Render(err) => err.to_string(),
                 },
             })?;

@@ -276,7 +276,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 let (key, value) = split_pair(pair)?;
                 arguments.insert(key.to_owned(), Value::String(value.to_owned()));
             }
-            match snapshot.get_prompt(&name, Some(arguments)) {
+            match runtime()?.block_on(snapshot.get_prompt(&name, Some(arguments))) {
                 Ok(result) => {
                     print_json(&wire(&result));
                     Ok(ExitCode::SUCCESS)

@@ -1,6 +1,6 @@
 //! The minijinja environment of one catalog snapshot: the templates folder
-//! and inline templates, `fail()`, and a fuel bound so that a runaway loop
-//! in a catalog cannot hang the server.
+//! and inline templates, `fail()`, and the bounds that keep one render from
+//! hurting the server.
 //!
 //! Every template is compiled and checked when the catalog loads (the files
 //! of the templates folder are read then, not lazily), so syntax errors are
@@ -9,14 +9,60 @@
 //! template costs about 12 KiB, which a 10,000-tool catalog cannot afford
 //! for tools nobody calls. The sources never change, so neither does a
 //! snapshot under a request.
+//!
+//! # What a render may cost
+//! - **Where it runs**: requests render through [`off_thread`], on tokio's
+//!   blocking pool, at most [`max_concurrent_renders`] (one per core, at
+//!   least 2) at once; the others wait without holding a thread. A slow
+//!   render never delays a `ping`, `/healthz` or another client.
+//! - **Time and data: fuel.** Each render has [`FUEL`] (2,000,000). minijinja
+//!   3.1 charges one fuel per instruction, and 1/64 fuel per byte of every
+//!   string and per list slot (32 bytes) that operators, literals, filters,
+//!   functions and the output create, and checks sizes known in advance
+//!   (`'x' * n`, `a ~ b`) before allocating. So a render creates at most
+//!   about 128 MiB of data in total (nothing is refunded when freed):
+//!   doubling a string in a loop stops at the fuel.
+//! - **Filters that build before they are charged**: minijinja's `join`
+//!   without a joiner, `tojson`, `string` and `pprint` build their whole
+//!   result and only then charge for it (`(['x'*10**6]*3000)|join` built
+//!   3 GB and aborted the process). carte replaces `join` with a version
+//!   that stops while building, and measures the other three before calling
+//!   minijinja's, each within [`MAX_STRING_BYTES`] and what the fuel left
+//!   can pay for: "the template used too much memory: `join` would build
+//!   more than 8 MiB".
+//! - **Output**: at most [`MAX_OUTPUT_BYTES`] per render (a capped writer).
+//!
+//! # Not bounded (minijinja 3.1.0 gaps; fixing them needs a minijinja patch)
+//! - `seq + seq` is a lazy `MergeSeq`, free of fuel. Past 32 nested
+//!   concatenations, `value/ops.rs` `add` materializes the whole sequence in
+//!   one step (`materialize_seq_concat`) without charging fuel: doubling a
+//!   list 33 times (`{% set ns.l = ns.l + ns.l %}`) copies 2^32 items and
+//!   runs out of memory; nothing carte controls runs during that step.
+//!   Short of that, visiting the items of a deep lazy sequence costs its
+//!   depth per item while fuel charges one item, so 32 doublings then `|sum`
+//!   or `{{ ns.l }}` stop at the fuel only after tens of seconds or more (memory stays
+//!   small).
+//! - `a ~ b` with a sequence operand formats it (`format!`) without a size
+//!   check: `'' ~ ns.l` builds the text of a lazy sequence whole.
+//! - A counting global allocator cannot help: it may not unwind, and a null
+//!   return aborts the process, so it could only observe.
 
 use std::collections::HashSet;
 
-use minijinja::{Environment, Error, ErrorKind, Value};
+use std::fmt::Write as _;
+
+use minijinja::value::Kwargs;
+use minijinja::{Environment, Error, ErrorKind, State, Value};
 
 /// Work one render may do (about one unit per instruction); generous for any
 /// real template, small enough that `{% for i in range(10**9) %}` stops.
 pub const FUEL: u64 = 2_000_000;
+
+/// The largest output of one render (a tool result, a message, a resource).
+pub const MAX_OUTPUT_BYTES: usize = 8 << 20;
+
+/// The largest string one filter (`join`, `tojson`, `string`, `pprint`) may build.
+pub const MAX_STRING_BYTES: usize = 8 << 20;
 
 /// Why a render failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -57,6 +103,12 @@ pub fn environment() -> Environment<'static> {
         },
     );
     env.add_function("fail", fail);
+    // Builtins that build their whole result before minijinja charges fuel
+    // for it: the same filters, measured first (see the module doc).
+    env.add_filter("join", join);
+    env.add_filter("tojson", tojson);
+    env.add_filter("string", string);
+    env.add_filter("pprint", pprint);
     env
 }
 
@@ -66,6 +118,40 @@ pub fn catalog_environment(sources: std::collections::HashMap<String, String>) -
     let mut env = environment();
     env.set_loader(move |name| Ok(sources.get(name).cloned()));
     env
+}
+
+/// Renders that may run at once: each runs on the blocking pool, so
+/// rendering never holds a runtime thread (a slow render does not delay a
+/// `ping` or `/healthz`); the bound keeps CPU and the memory of renders in
+/// flight (each bounded by [`FUEL`], see the module doc) proportional to the
+/// cores, however many requests arrive. Later renders wait their turn
+/// without holding a thread.
+pub fn max_concurrent_renders() -> usize {
+    std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get).max(2)
+}
+
+static RENDER_SLOTS: std::sync::LazyLock<std::sync::Arc<tokio::sync::Semaphore>> =
+    std::sync::LazyLock::new(|| std::sync::Arc::new(tokio::sync::Semaphore::new(max_concurrent_renders())));
+
+/// Runs `work` (something that renders templates) on the blocking pool,
+/// at most [`max_concurrent_renders`] at once. The slot is held by the work
+/// itself, so a request dropped while its render runs does not free it early.
+pub async fn off_thread<T, F>(work: F) -> Result<T, RenderError>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    let slot = RENDER_SLOTS
+        .clone()
+        .acquire_owned()
+        .await
+        .map_err(|_| RenderError::Template("rendering has shut down".to_owned()))?;
+    tokio::task::spawn_blocking(move || {
+        let _slot = slot;
+        work()
+    })
+    .await
+    .map_err(|err| RenderError::Template(format!("the render stopped unexpectedly: {err}")))
 }
 
 /// Converts any serializable value (JSON from the catalog or a client) into
@@ -83,13 +169,237 @@ pub fn global_names(env: &Environment<'_>) -> HashSet<String> {
     names
 }
 
-/// Renders the template `name` with `context`.
+/// Renders the template `name` with `context`, into at most
+/// [`MAX_OUTPUT_BYTES`].
 pub fn render(env: &Environment<'_>, name: &str, context: Value) -> Result<String, RenderError> {
     let template = env.get_template(name).map_err(|err| RenderError::Template(describe(&err)))?;
-    template.render(context).map_err(|err| match find_fail(&err) {
-        Some(message) => RenderError::Failed(message),
-        None => RenderError::Template(describe(&err)),
-    })
+    let mut output = CappedOutput { bytes: Vec::new(), full: false };
+    match template.render_captured_to(context, &mut output) {
+        Ok(_) => String::from_utf8(output.bytes)
+            .map_err(|_| RenderError::Template("the template's output is not UTF-8".to_owned())),
+        Err(_) if output.full => Err(RenderError::Template(format!(
+            "the template's output is larger than {}; it was stopped",
+            size_text(MAX_OUTPUT_BYTES)
+        ))),
+        Err(err) => Err(match find_fail(&err) {
+            Some(message) => RenderError::Failed(message),
+            None => RenderError::Template(describe(&err)),
+        }),
+    }
+}
+
+/// The output of a render, refusing to grow past [`MAX_OUTPUT_BYTES`].
+struct CappedOutput {
+    bytes: Vec<u8>,
+    full: bool,
+}
+
+impl std::io::Write for CappedOutput {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.bytes.len().saturating_add(buf.len()) > MAX_OUTPUT_BYTES {
+            self.full = true;
+            return Err(std::io::Error::other("output limit reached"));
+        }
+        self.bytes.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// `bytes` for a person: "16 MiB", "640 KiB", "12 bytes".
+fn size_text(bytes: usize) -> String {
+    if bytes >= 1 << 20 {
+        format!("{} MiB", bytes >> 20)
+    } else if bytes >= 1 << 10 {
+        format!("{} KiB", bytes >> 10)
+    } else {
+        format!("{bytes} bytes")
+    }
+}
+
+/// Bytes of data one fuel pays for (minijinja's `UNITS_PER_FUEL`, in
+/// `vm/fuel.rs`: a byte of a string costs one unit).
+const BYTES_PER_FUEL: u64 = 64;
+
+/// How many bytes a filter may still build in this render: what the fuel
+/// left can pay for, and at most [`MAX_STRING_BYTES`].
+fn byte_budget(state: &State<'_, '_>) -> usize {
+    let left = state.fuel_levels().map_or(u64::MAX, |(_, remaining)| remaining.saturating_mul(BYTES_PER_FUEL));
+    usize::try_from(left).unwrap_or(usize::MAX).min(MAX_STRING_BYTES)
+}
+
+fn too_big(filter: &str, limit: usize) -> Error {
+    Error::new(
+        ErrorKind::InvalidOperation,
+        format!("the template used too much memory: `{filter}` would build more than {}", size_text(limit)),
+    )
+}
+
+/// Counts what would be written, failing past `limit`; `json` counts a
+/// byte as minijinja's `tojson` may write it (`, ` and `: ` spaced, `<>&'`
+/// as `\u00XX`), so the count is an upper bound of its output.
+struct Measure {
+    len: usize,
+    limit: usize,
+    json: bool,
+}
+
+impl Measure {
+    fn new(limit: usize, json: bool) -> Measure {
+        Measure { len: 0, limit, json }
+    }
+
+    fn add(&mut self, bytes: &[u8]) -> bool {
+        let extra: usize = if self.json {
+            bytes
+                .iter()
+                .map(|b| match b {
+                    b',' | b':' => 1,
+                    b'<' | b'>' | b'&' | b'\'' => 5,
+                    _ => 0,
+                })
+                .sum()
+        } else {
+            0
+        };
+        self.len = self.len.saturating_add(bytes.len()).saturating_add(extra);
+        self.len <= self.limit
+    }
+}
+
+impl std::fmt::Write for Measure {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        if self.add(s.as_bytes()) { Ok(()) } else { Err(std::fmt::Error) }
+    }
+}
+
+impl std::io::Write for Measure {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.add(buf) { Ok(buf.len()) } else { Err(std::io::Error::other("too large")) }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A string that refuses to grow past `limit`.
+struct Capped<'a> {
+    out: &'a mut String,
+    limit: usize,
+}
+
+impl std::fmt::Write for Capped<'_> {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        if self.out.len().saturating_add(s.len()) > self.limit {
+            return Err(std::fmt::Error);
+        }
+        self.out.push_str(s);
+        Ok(())
+    }
+}
+
+/// Looks up a dotted `path` (`user.name`, `items.0`) in `item`; undefined
+/// where it does not lead anywhere (as minijinja's `join` does).
+fn attribute_path(item: Value, path: &str) -> Value {
+    let mut current = item;
+    for part in path.split('.') {
+        let next = match part.parse::<usize>() {
+            Ok(index) => current.get_item(&Value::from(index)),
+            Err(_) => current.get_attr(part),
+        };
+        current = next.unwrap_or(Value::UNDEFINED);
+    }
+    current
+}
+
+/// `join(d="", attribute=none)`: minijinja's `join`, building the string
+/// within the render's budget (the builtin checks the size only when the
+/// joiner is not empty: `(['x'*10**6]*3000)|join` built 3 GB).
+fn join(
+    state: &State<'_, '_>,
+    value: &Value,
+    joiner: Option<Value>,
+    attribute: Option<Value>,
+    kwargs: Kwargs,
+) -> Result<Value, Error> {
+    let joiner = match joiner {
+        Some(joiner) => Some(joiner),
+        None => kwargs.get::<Option<Value>>("d")?,
+    };
+    let attribute = match attribute {
+        Some(attribute) => Some(attribute),
+        None => kwargs.get::<Option<Value>>("attribute")?,
+    };
+    kwargs.assert_all_used()?;
+    if value.is_undefined() {
+        return Ok(Value::from(""));
+    }
+    let joiner = joiner.filter(|j| !j.is_none() && !j.is_undefined()).map(|j| j.to_string()).unwrap_or_default();
+    let attribute = attribute.filter(|a| !a.is_none() && !a.is_undefined()).map(|a| a.to_string());
+    let items = value.try_iter().map_err(|err| {
+        Error::new(ErrorKind::InvalidOperation, format!("cannot join value of type {}", value.kind())).with_source(err)
+    })?;
+    let limit = byte_budget(state);
+    let mut joined = String::new();
+    let mut out = Capped { out: &mut joined, limit };
+    for (idx, item) in items.enumerate() {
+        // Visiting an item is work, whatever it prints.
+        state.consume_fuel(1)?;
+        let item = match &attribute {
+            Some(path) => attribute_path(item, path),
+            None => item,
+        };
+        let written = if idx > 0 { out.write_str(&joiner) } else { Ok(()) };
+        written.and_then(|()| write!(out, "{item}")).map_err(|_| too_big("join", limit))?;
+    }
+    Ok(Value::from(joined))
+}
+
+/// `tojson`: minijinja's, once the JSON is known to fit the budget (the
+/// builtin serializes everything, then charges for it).
+fn tojson(state: &State<'_, '_>, value: &Value, indent: Option<Value>, kwargs: Kwargs) -> Result<Value, Error> {
+    let limit = byte_budget(state);
+    let mut measure = Measure::new(limit, true);
+    let spaces = match indent.as_ref() {
+        Some(indent) => bool::try_from(indent.clone())
+            .map(|pretty| if pretty { 2 } else { 0 })
+            .or_else(|_| usize::try_from(indent.clone()))
+            .unwrap_or(0),
+        None => kwargs.peek::<Option<usize>>("indent").ok().flatten().unwrap_or(0),
+    };
+    let measured = if spaces > 0 {
+        let indent = " ".repeat(spaces.min(64));
+        let formatter = serde_json::ser::PrettyFormatter::with_indent(indent.as_bytes());
+        serde::Serialize::serialize(value, &mut serde_json::Serializer::with_formatter(&mut measure, formatter))
+    } else {
+        serde_json::to_writer(&mut measure, value)
+    };
+    if measured.is_err() && measure.len > limit {
+        return Err(too_big("tojson", limit));
+    }
+    minijinja::filters::tojson(value, indent, kwargs)
+}
+
+/// `string`: minijinja's, once the text is known to fit the budget.
+fn string(state: &State<'_, '_>, value: &Value) -> Result<Value, Error> {
+    let limit = byte_budget(state);
+    if write!(Measure::new(limit, false), "{value}").is_err() {
+        return Err(too_big("string", limit));
+    }
+    minijinja::filters::string(state, value)
+}
+
+/// `pprint`: minijinja's, once the text is known to fit the budget.
+fn pprint(state: &State<'_, '_>, value: &Value) -> Result<String, Error> {
+    let limit = byte_budget(state);
+    if write!(Measure::new(limit, false), "{value:#?}").is_err() {
+        return Err(too_big("pprint", limit));
+    }
+    Ok(minijinja::filters::pprint(value))
 }
 
 fn find_fail(err: &Error) -> Option<String> {
@@ -110,7 +420,7 @@ pub fn describe(err: &Error) -> String {
         None => kind_text(err.kind()).to_owned(),
     };
     if err.kind() == ErrorKind::OutOfFuel {
-        message = "template did too much work (a runaway loop?) and was stopped".to_owned();
+        message = "template did too much work or built too much data (a runaway loop?) and was stopped".to_owned();
     }
     if let (Some(name), Some(line)) = (err.name(), err.line()) {
         message.push_str(&format!(" (in template {name}, line {line})"));
@@ -160,5 +470,64 @@ mod tests {
             .unwrap();
         let err = render(&env, "t", minijinja::context! {}).unwrap_err();
         assert!(matches!(err, RenderError::Template(ref m) if m.contains("runaway")), "{err:?}");
+    }
+
+    fn render_one(source: &str) -> Result<String, RenderError> {
+        let mut env = environment();
+        env.add_template("t", source).unwrap();
+        render(&env, "t", minijinja::context! {})
+    }
+
+    fn assert_too_big(source: &str, expected: &str) {
+        let err = render_one(source).unwrap_err();
+        assert!(matches!(err, RenderError::Template(ref m) if m.contains(expected)), "{source}: {err:?}");
+    }
+
+    #[test]
+    fn joining_gigabytes_is_refused_before_building_them() {
+        assert_too_big("{{ ((['x'*10**6])*3000)|join }}", "`join` would build more than 8 MiB");
+        assert_too_big("{{ ((['x'*10**6])*3000)|join(attribute='nothing') ~ 'y' * 10**8 }}", "");
+        // Within the budget, join is minijinja's.
+        assert_eq!(render_one("{{ [1, 'a']|join('-') }}|{{ [{'n': {'m': 1}}, {'n': {'m': 2}}]|join(',', attribute='n.m') }}|{{ 'abc'|join('.') }}|{{ nothing|join }}").unwrap(), "1-a|1,2|a.b.c|");
+    }
+
+    #[test]
+    fn doubling_a_string_stops() {
+        assert_too_big(
+            "{% set ns = namespace(s='x') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s|length }}",
+            "too much work",
+        );
+    }
+
+    #[test]
+    fn serializing_gigabytes_is_refused_before_building_them() {
+        // A lazy repeat: 3000 references to one 1 MB string, 3 GB as text.
+        let big = "((['x'*10**6])*3000)";
+        assert_too_big(&format!("{{{{ {big}|tojson }}}}"), "`tojson` would build more than 8 MiB");
+        assert_too_big(&format!("{{{{ {big}|tojson(indent=2) }}}}"), "`tojson` would build more than 8 MiB");
+        assert_too_big(&format!("{{{{ {big}|string }}}}"), "`string` would build more than 8 MiB");
+        assert_too_big(&format!("{{{{ {big}|pprint }}}}"), "`pprint` would build more than 8 MiB");
+        // Printed directly, the output cap (or the fuel) stops it.
+        assert_too_big(&format!("{{{{ {big} }}}}"), "");
+    }
+
+    #[test]
+    fn the_budget_is_what_the_fuel_left_can_pay_for() {
+        // 120 MB of strings leave less than 8 MiB of the 128 MiB the fuel pays for.
+        let source = "{% set a = 'x' * 6 * 10**7 %}{% set b = 'x' * 6 * 10**7 %}{{ ((['y'*10**6])*30)|join }}";
+        assert_too_big(source, "`join` would build more than 6 MiB");
+    }
+
+    #[test]
+    fn output_is_capped() {
+        assert_too_big("{% for i in range(100) %}{{ 'x' * 10**6 }}{% endfor %}", "output is larger than 8 MiB");
+    }
+
+    #[test]
+    fn serializing_filters_keep_their_output() {
+        assert_eq!(render_one("{{ {'a': [1, '<b>']}|tojson }}").unwrap(), r#"{"a": [1, "\u003cb\u003e"]}"#);
+        assert_eq!(render_one("{{ {'a': 1}|tojson(indent=2) }}").unwrap(), "{\n  \"a\": 1\n}");
+        assert_eq!(render_one("{{ [1, 2]|string }}").unwrap(), "[1, 2]");
+        assert_eq!(render_one("{{ [1]|pprint }}").unwrap(), "[\n    1,\n]");
     }
 }

@@ -1,5 +1,7 @@
 //! Reading a resource by URI from a catalog snapshot: fixed resources first,
-//! then resource templates (whose variables the body template sees).
+//! then resource templates (whose variables the body template sees). A
+//! template's body that calls `fail()` rejects the URI: not found, with
+//! its message.
 
 use base64::Engine as _;
 use minijinja::Value;
@@ -14,6 +16,10 @@ pub enum ReadError {
     /// No resource or template matches the URI.
     #[error("resource not found")]
     NotFound,
+    /// A resource template's body rejected the URI's variables with
+    /// `fail("message")`: to the client, that resource does not exist.
+    #[error("{0}")]
+    Rejected(String),
     /// Its body template failed.
     #[error(transparent)]
     Render(#[from] RenderError),
@@ -39,6 +45,9 @@ pub fn read(catalog: &Catalog, uri: &str) -> Result<ResourceBody, ReadError> {
         variables.into_iter().map(|(name, value)| (name, Value::from(value))).collect();
     context.insert("data".to_owned(), catalog.data.clone());
     context.insert("uri".to_owned(), Value::from(uri));
-    let text = render::render(&catalog.env, &template.body, Value::from(context))?;
+    let text = render::render(&catalog.env, &template.body, Value::from(context)).map_err(|err| match err {
+        RenderError::Failed(message) => ReadError::Rejected(message),
+        err => ReadError::Render(err),
+    })?;
     Ok(ResourceBody { uri: uri.to_owned(), mime_type: template.mime_type.clone(), contents: Contents::Text(text) })
 }

@@ -75,12 +75,8 @@ fn check_arguments(tool: &Tool, arguments: Map<String, Value>) -> Result<Map<Str
         ToolOutcome::error(format!("tool `{}` has an inputSchema that cannot be compiled: {err}", tool.name))
     })?;
     if !input.is_valid(&arguments) {
-        let violations: Vec<String> = input.iter_errors(&arguments).map(|e| describe_violation(&e)).collect();
-        return Err(ToolOutcome::error(format!(
-            "invalid arguments for tool `{}`: {}",
-            tool.name,
-            violations.join("; ")
-        )));
+        let violations = list_violations(input.iter_errors(&arguments));
+        return Err(ToolOutcome::error(format!("invalid arguments for tool `{}`: {violations}", tool.name)));
     }
     match arguments {
         Value::Object(arguments) => Ok(arguments),
@@ -88,9 +84,10 @@ fn check_arguments(tool: &Tool, arguments: Map<String, Value>) -> Result<Map<Str
     }
 }
 
-/// Runs the effect, then renders the result.
+/// Runs the effect, then renders the result on the blocking pool (see
+/// [`render::off_thread`]): a slow template never holds a runtime thread.
 async fn finish(
-    catalog: &Catalog,
+    catalog: &Arc<Catalog>,
     tool: &Tool,
     arguments: Map<String, Value>,
     mut context: BTreeMap<String, TemplateValue>,
@@ -109,8 +106,25 @@ async fn finish(
             Err(message) => return ToolOutcome::error(format!("tool `{}` failed: {message}", tool.name)),
         }
     }
-    let context = TemplateValue::from(context);
-    let mut outcome = match &tool.result {
+    let catalog = Arc::clone(catalog);
+    let name = tool.name.clone();
+    let rendered = render::off_thread(move || match catalog.tool(&name) {
+        Some(tool) => render_result(&catalog, tool, TemplateValue::from(context), effect_result),
+        None => ToolOutcome::error(format!("tool `{name}` is gone")),
+    });
+    let mut outcome = rendered.await.unwrap_or_else(render_failure);
+    // What the model reading the result must know (e.g. rows were left out).
+    if let Some(notice) = notice
+        && !outcome.is_error
+    {
+        outcome.blocks.push(Output::Text(notice));
+    }
+    outcome
+}
+
+/// Renders the result of `tool` with `context` (blocking: templates run here).
+fn render_result(catalog: &Catalog, tool: &Tool, context: TemplateValue, effect_result: Option<Value>) -> ToolOutcome {
+    match &tool.result {
         ResultSpec::Text(template) => match render::render(&catalog.env, template, context) {
             Ok(text) => finish_text(tool, text),
             Err(err) => render_failure(err),
@@ -130,14 +144,7 @@ async fn finish(
             }
             ToolOutcome { blocks: out, structured: None, is_error: false }
         }
-    };
-    // What the model reading the result must know (e.g. rows were left out).
-    if let Some(notice) = notice
-        && !outcome.is_error
-    {
-        outcome.blocks.push(Output::Text(notice));
     }
-    outcome
 }
 
 /// What an effect produced.
@@ -203,16 +210,54 @@ fn finish_text(tool: &Tool, text: String) -> ToolOutcome {
                 ));
             }
         };
-        let violations: Vec<String> = output.iter_errors(&value).map(|e| describe_violation(&e)).collect();
-        if !violations.is_empty() {
+        if !output.is_valid(&value) {
+            let violations = list_violations(output.iter_errors(&value));
             return ToolOutcome::error(format!(
-                "tool `{}` produced a result that does not match its outputSchema: {}",
-                tool.name,
-                violations.join("; ")
+                "tool `{}` produced a result that does not match its outputSchema: {violations}",
+                tool.name
             ));
         }
     }
     ToolOutcome { blocks: vec![Output::Text(text)], structured: Some(value), is_error: false }
+}
+
+/// Most schema violations one error message lists; the rest are counted.
+pub const MAX_VIOLATIONS: usize = 5;
+
+/// Longest description of one violation, in bytes: a value quoted in it
+/// (a 4 MiB string argument) is cut, not echoed back whole.
+pub const MAX_VIOLATION_BYTES: usize = 300;
+
+/// The first [`MAX_VIOLATIONS`] violations in words, each cut to
+/// [`MAX_VIOLATION_BYTES`], then "and N more". The rest are only counted.
+pub fn list_violations<'a>(violations: impl Iterator<Item = jsonschema::ValidationError<'a>>) -> String {
+    let mut shown: Vec<String> = Vec::new();
+    let mut more = 0usize;
+    for violation in violations {
+        if shown.len() < MAX_VIOLATIONS {
+            shown.push(cut(describe_violation(&violation), MAX_VIOLATION_BYTES));
+        } else {
+            more += 1;
+        }
+    }
+    let mut text = shown.join("; ");
+    if more > 0 {
+        text.push_str(&format!("; and {more} more"));
+    }
+    text
+}
+
+/// `text`, or its first `max` bytes (at a character boundary) and "…".
+pub fn cut(mut text: String, max: usize) -> String {
+    if text.len() > max {
+        let mut end = max;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push('…');
+    }
+    text
 }
 
 /// One schema violation in words: the field and the rule it broke.
@@ -259,8 +304,55 @@ fn json_type(value: &Value) -> String {
         Value::Bool(_) => "boolean".to_owned(),
         Value::Number(n) if n.is_i64() || n.is_u64() => format!("integer {n}"),
         Value::Number(n) => format!("number {n}"),
-        Value::String(s) => format!("string {}", Value::String(s.clone())),
+        Value::String(s) => {
+            // Only the start of a long string is quoted: the description is cut anyway.
+            let mut end = s.len().min(MAX_VIOLATION_BYTES);
+            while !s.is_char_boundary(end) {
+                end -= 1;
+            }
+            let quoted = Value::String(s[..end].to_owned());
+            if end < s.len() {
+                format!("string {}…", quoted.to_string().trim_end_matches('"'))
+            } else {
+                format!("string {quoted}")
+            }
+        }
         Value::Array(_) => "array".to_owned(),
         Value::Object(_) => "object".to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn violations(schema: Value, instance: Value) -> String {
+        let validator = jsonschema::validator_for(&schema).unwrap();
+        list_violations(validator.iter_errors(&instance))
+    }
+
+    #[test]
+    fn at_most_a_handful_of_violations_are_listed() {
+        let schema = serde_json::json!({"type": "array", "items": {"type": "integer"}});
+        let instance = Value::Array((0..1000).map(|n| Value::String(format!("v{n}"))).collect());
+        let text = violations(schema, instance);
+        assert_eq!(text.matches("must be").count() + text.matches("is not of type").count(), MAX_VIOLATIONS, "{text}");
+        assert!(text.ends_with("; and 995 more"), "{text}");
+    }
+
+    #[test]
+    fn quoted_values_are_cut() {
+        let big = "x".repeat(4 << 20);
+        let schema = serde_json::json!({"type": "object", "properties": {"room": {"type": "integer"}, "name": {"maxLength": 3}}});
+        let text = violations(schema, serde_json::json!({"room": big, "name": big}));
+        assert!(text.len() < 2 * MAX_VIOLATION_BYTES + 100, "{} bytes", text.len());
+        assert!(text.contains("`room` must be of type integer, got string \"xxx"), "{text}");
+        assert!(text.contains('…'), "{text}");
+    }
+
+    #[test]
+    fn cut_respects_character_boundaries() {
+        assert_eq!(cut("ééé".to_owned(), 3), "é…");
+        assert_eq!(cut("abc".to_owned(), 3), "abc");
     }
 }

@@ -174,7 +174,7 @@ impl ServerHandler for Handler {
         request: GetPromptRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        Ok(self.shared.snapshot().get_prompt(&request.name, request.arguments)?.into())
+        Ok(self.shared.snapshot().get_prompt(&request.name, request.arguments).await?.into())
     }
 
     async fn list_resources(
@@ -198,7 +198,7 @@ impl ServerHandler for Handler {
         request: ReadResourceRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        let contents = self.shared.snapshot().read_resource(&request.uri)?;
+        let contents = self.shared.snapshot().read_resource_off_thread(&request.uri).await?;
         Ok(ReadResourceResult::new(contents).into())
     }
 
@@ -210,6 +210,7 @@ impl ServerHandler for Handler {
         if modern(&context) {
             return Err(removed("resources/subscribe"));
         }
+        super::snapshot::check_uri_length(&request.uri)?;
         let snapshot = self.shared.snapshot();
         if snapshot.catalog.resource(&request.uri).is_none() && snapshot.catalog.match_template(&request.uri).is_none()
         {

@@ -20,6 +20,7 @@ use serde_json::{Map, Value, json};
 use crate::catalog::{self, Catalog, MediaKind};
 use crate::content::{Contents, Output, ResourceBody};
 use crate::prompt::PromptError;
+use crate::render::RenderError;
 use crate::resource::ReadError;
 use crate::run::{self, ToolOutcome};
 
@@ -28,6 +29,22 @@ pub const REQUEST_CANCELLED: i32 = -32800;
 
 /// How many items one page of a list holds.
 pub const PAGE_SIZE: usize = 100;
+
+/// The longest URI `resources/read` accepts, in bytes. This is
+/// `uri_template::MAX_URI_BYTES` (added on the URI branch of issue 8): once
+/// both are merged, this should use that constant instead of its own.
+pub const MAX_URI_BYTES: usize = 8 * 1024;
+
+/// -32602 for a URI longer than [`MAX_URI_BYTES`], before any matching.
+pub fn check_uri_length(uri: &str) -> Result<(), ErrorData> {
+    if uri.len() > MAX_URI_BYTES {
+        return Err(ErrorData::invalid_params(
+            format!("the URI is {} bytes long; at most {MAX_URI_BYTES} bytes are accepted", uri.len()),
+            Some(json!({ "length": uri.len(), "max": MAX_URI_BYTES })),
+        ));
+    }
+    Ok(())
+}
 
 /// Most completion values one answer carries (the MCP limit).
 const MAX_COMPLETIONS: usize = 100;
@@ -202,21 +219,32 @@ impl Snapshot {
         }
     }
 
-    /// `prompts/get`.
-    pub fn get_prompt(&self, name: &str, arguments: Option<Map<String, Value>>) -> Result<GetPromptResult, ErrorData> {
+    /// `prompts/get`. The messages render on the blocking pool.
+    pub async fn get_prompt(
+        &self,
+        name: &str,
+        arguments: Option<Map<String, Value>>,
+    ) -> Result<GetPromptResult, ErrorData> {
         let Some(prompt) = self.catalog.prompt(name) else {
             return Err(ErrorData::invalid_params(format!("unknown prompt `{name}`"), Some(json!({ "name": name }))));
         };
-        let messages =
-            crate::prompt::get(&self.catalog, prompt, &arguments.unwrap_or_default()).map_err(|err| match err {
-                PromptError::MissingArgument(argument) => ErrorData::invalid_params(
-                    format!("prompt `{name}` needs argument `{argument}`"),
-                    Some(json!({ "argument": argument })),
-                ),
-                PromptError::Block(err) => {
-                    ErrorData::internal_error(format!("prompt `{name}` failed to render: {err}"), None)
-                }
-            })?;
+        let catalog = Arc::clone(&self.catalog);
+        let owned_name = name.to_owned();
+        let rendered = crate::render::off_thread(move || match catalog.prompt(&owned_name) {
+            Some(prompt) => crate::prompt::get(&catalog, prompt, &arguments.unwrap_or_default()),
+            None => Err(PromptError::Block(RenderError::Template("the prompt is gone".to_owned()).into())),
+        })
+        .await
+        .unwrap_or_else(|err| Err(PromptError::Block(err.into())));
+        let messages = rendered.map_err(|err| match err {
+            PromptError::MissingArgument(argument) => ErrorData::invalid_params(
+                format!("prompt `{name}` needs argument `{argument}`"),
+                Some(json!({ "argument": argument })),
+            ),
+            PromptError::Block(err) => {
+                ErrorData::internal_error(format!("prompt `{name}` failed to render: {err}"), None)
+            }
+        })?;
         let messages = messages
             .into_iter()
             .map(|(role, output)| {
@@ -234,17 +262,22 @@ impl Snapshot {
         Ok(result)
     }
 
-    /// `resources/read`: an unknown URI is -32002 with `data.uri`.
+    /// `resources/read` for a request: [`Snapshot::read_resource`] on the
+    /// blocking pool (matching and rendering never hold a runtime thread).
+    pub async fn read_resource_off_thread(&self, uri: &str) -> Result<Vec<ResourceContents>, ErrorData> {
+        check_uri_length(uri)?;
+        let catalog = Arc::clone(&self.catalog);
+        let owned_uri = uri.to_owned();
+        crate::render::off_thread(move || read(&catalog, &owned_uri))
+            .await
+            .unwrap_or_else(|err| Err(read_error(uri, ReadError::Render(err))))
+    }
+
+    /// `resources/read`, blocking: an unknown URI, or one a resource
+    /// template rejects with `fail()`, is -32002 with `data.uri` (rmcp makes
+    /// it -32602 for 2026-07-28 clients); a URI over [`MAX_URI_BYTES`] is -32602.
     pub fn read_resource(&self, uri: &str) -> Result<Vec<ResourceContents>, ErrorData> {
-        match crate::resource::read(&self.catalog, uri) {
-            Ok(body) => Ok(vec![resource_contents(body)]),
-            Err(ReadError::NotFound) => {
-                Err(ErrorData::resource_not_found(format!("resource not found: {uri}"), Some(json!({ "uri": uri }))))
-            }
-            Err(ReadError::Render(err)) => {
-                Err(ErrorData::internal_error(format!("resource `{uri}` failed to render: {err}"), None))
-            }
-        }
+        read(&self.catalog, uri)
     }
 
     /// `completion/complete`: values from `complete:` lists that start with
@@ -273,6 +306,24 @@ impl Snapshot {
         let info = CompletionInfo::with_pagination(shown, Some(u32::try_from(total).unwrap_or(u32::MAX)), has_more)
             .map_err(|err| ErrorData::internal_error(err, None))?;
         Ok(CompleteResult::new(info))
+    }
+}
+
+fn read(catalog: &Catalog, uri: &str) -> Result<Vec<ResourceContents>, ErrorData> {
+    check_uri_length(uri)?;
+    crate::resource::read(catalog, uri).map(|body| vec![resource_contents(body)]).map_err(|err| read_error(uri, err))
+}
+
+fn read_error(uri: &str, err: ReadError) -> ErrorData {
+    match err {
+        ReadError::NotFound => {
+            ErrorData::resource_not_found(format!("resource not found: {uri}"), Some(json!({ "uri": uri })))
+        }
+        ReadError::Rejected(message) => ErrorData::resource_not_found(
+            format!("resource not found: {uri}: {message}"),
+            Some(json!({ "uri": uri, "reason": message })),
+        ),
+        ReadError::Render(err) => ErrorData::internal_error(format!("resource `{uri}` failed to render: {err}"), None),
     }
 }
 

@@ -1,0 +1,141 @@
+//! Bounded work per request, end to end: a slow render does not hold the
+//! runtime (a `ping` on stdio and `/healthz` over HTTP answer while it
+//! runs), a runaway template is an error result and the server stays up,
+//! and resource URIs that a template rejects or that are too long are
+//! request errors, not internal ones.
+
+mod common;
+
+use std::sync::mpsc::channel;
+use std::time::Instant;
+
+use common::http::{HttpServer, send};
+use common::{Server, TIMEOUT, TempDir, meta_2026, repo_root};
+use serde_json::{Value, json};
+
+/// One block: about a quarter of a second of rendering in a debug build, within the fuel.
+const SLOW_BLOCK: &str = "{% for i in range(1000) %}{% for j in range(300) %}{% endfor %}{% endfor %}done";
+
+/// A tool that reports progress, then renders for a few seconds (several
+/// blocks, each with its own fuel).
+fn slow_catalog() -> String {
+    let blocks: String = (0..2).map(|_| format!("        - text: \"{SLOW_BLOCK}\"\n")).collect();
+    format!(
+        "server: {{ name: bounds, version: 1.0.0 }}\ntools:\n  - name: slow\n    description: Renders slowly.\n    run:\n      steps:\n        - progress: {{ progress: 1 }}\n      content:\n{blocks}"
+    )
+}
+
+#[test]
+fn a_ping_is_answered_while_a_slow_render_runs_on_stdio() {
+    let dir = TempDir::new("bounds-ping");
+    let path = dir.write("catalog.yaml", &slow_catalog());
+    let mut server = Server::initialized(&path, &[]);
+    server.send(&json!({"jsonrpc": "2.0", "id": "slow", "method": "tools/call",
+        "params": {"name": "slow", "arguments": {}, "_meta": {"progressToken": "p"}}}));
+    // The progress step ran: the render is about to start (or running).
+    server.wait_notification("notifications/progress");
+    server.send(&json!({"jsonrpc": "2.0", "id": "ping", "method": "ping"}));
+    let deadline = Instant::now() + TIMEOUT;
+    let mut replies = Vec::new();
+    while replies.len() < 2 {
+        let message = server.next_message(deadline).expect("both replies arrive");
+        if message.get("id").is_some() {
+            replies.push(message);
+        }
+    }
+    assert_eq!(replies[0]["id"], "ping", "the ping waited for the slow render: {replies:?}");
+    assert_eq!(replies[1]["result"]["isError"], false, "{}", replies[1]);
+}
+
+#[test]
+fn healthz_answers_while_slow_calls_run_over_http() {
+    let dir = TempDir::new("bounds-healthz");
+    let path = dir.write("catalog.yaml", &slow_catalog());
+    // One runtime worker, as on a one-core machine (tokio reads this), so the
+    // outcome does not depend on how many cores run the test.
+    let server = HttpServer::start(&path, &[], &[("TOKIO_WORKER_THREADS", "1")]);
+    let (events, order) = channel::<&'static str>();
+    let (started_tx, started) = channel::<()>();
+    let mut calls = Vec::new();
+    for n in 0..2 {
+        let session = server.session();
+        let response = server.post(
+            Some(&session),
+            &json!({"jsonrpc": "2.0", "id": 10 + n, "method": "tools/call",
+                "params": {"name": "slow", "arguments": {}, "_meta": {"progressToken": n}}}),
+        );
+        assert_eq!(response.status, 200);
+        let messages = response.events();
+        let events = events.clone();
+        let started_tx = started_tx.clone();
+        calls.push(std::thread::spawn(move || {
+            let deadline = Instant::now() + TIMEOUT;
+            loop {
+                let left = deadline.saturating_duration_since(Instant::now());
+                let Ok(message) = messages.recv_timeout(left) else { return };
+                if message["method"] == "notifications/progress" {
+                    let _ = started_tx.send(());
+                }
+                if message.get("id").is_some() {
+                    assert_eq!(message["result"]["isError"], false, "{message}");
+                    let _ = events.send("slow call answered");
+                    return;
+                }
+            }
+        }));
+    }
+    for _ in 0..2 {
+        started.recv_timeout(TIMEOUT).expect("both slow calls start");
+    }
+    let health = send(server.addr, "GET", "/healthz", &[], None);
+    assert_eq!(health.status, 200);
+    events.send("healthz answered").unwrap();
+    for call in calls {
+        call.join().unwrap();
+    }
+    let seen: Vec<&str> = order.try_iter().collect();
+    assert_eq!(seen.first(), Some(&"healthz answered"), "/healthz waited for the slow calls: {seen:?}");
+    assert_eq!(seen.len(), 3, "{seen:?}");
+}
+
+#[test]
+fn a_runaway_render_is_an_error_result_and_the_server_stays_up() {
+    let dir = TempDir::new("bounds-memory");
+    let path = dir.write(
+        "catalog.yaml",
+        "server: { name: bounds, version: 1.0.0 }\ntools:\n  - name: big\n    description: Joins 300 MB.\n    run:\n      text: \"{{ ((['x'*10**6])*300)|join }}\"\n",
+    );
+    let mut server = Server::initialized(&path, &[]);
+    let result = server.result("tools/call", json!({"name": "big", "arguments": {}}));
+    assert_eq!(result["isError"], true, "{result}");
+    let text = common::text(&result);
+    assert!(text.contains("MiB"), "{text}");
+    server.result("ping", json!({}));
+}
+
+#[test]
+fn a_resource_template_that_fails_is_not_found_with_its_message() {
+    let mut server = Server::initialized(&repo_root().join("catalogs/reservo.yaml"), &[]);
+    let error = server.error("resources/read", json!({"uri": "reservo://rooms/Nope"}));
+    assert_eq!(error["code"], -32002, "{error}");
+    assert_eq!(error["data"]["uri"], "reservo://rooms/Nope");
+    let message = error["message"].as_str().unwrap();
+    assert!(message.contains("resource not found"), "{message}");
+    assert!(error["data"]["reason"].as_str().is_some_and(|r| !r.is_empty()), "{error}");
+    // The same for a 2026-07-28 request: -32602 with the URI.
+    let modern = server.error("resources/read", json!({"uri": "reservo://rooms/Nope", "_meta": meta_2026(json!({}))}));
+    assert_eq!(modern["code"], -32602, "{modern}");
+    assert_eq!(modern["data"]["uri"], "reservo://rooms/Nope");
+}
+
+#[test]
+fn a_uri_over_8_kib_is_invalid_params() {
+    let mut server = Server::initialized(&repo_root().join("catalogs/reservo.yaml"), &[]);
+    let uri = format!("reservo://rooms/{}", "a".repeat(9 * 1024));
+    let error = server.error("resources/read", json!({"uri": uri}));
+    assert_eq!(error["code"], -32602, "{error}");
+    let error = server.error("resources/subscribe", json!({"uri": uri}));
+    assert_eq!(error["code"], -32602, "{error}");
+    let fine: Value = server.result("resources/read", json!({"uri": "reservo://rooms/Studio"}));
+    assert!(fine["contents"].is_array());
+}
