@@ -564,7 +564,7 @@ mod tests {
         // A file read twice, once before a change and once after: the first read no longer holds.
         std::fs::write(&path, "new").unwrap();
         inputs.record(&path, b"new");
-        assert_eq!(inputs.files, [path.clone()]);
+        assert_eq!(inputs.files, std::slice::from_ref(&path));
         assert_eq!(inputs.changed(), Some(path.as_path()));
     }
 }
