@@ -379,3 +379,26 @@ fn a_slow_writer_is_waited_for() {
     assert!(message.contains("+x +y") && message.contains("-old"), "one reload, from old to whole: {report}");
     assert_eq!(tool_names(&mut server), ["x", "y"]);
 }
+
+#[test]
+fn a_save_during_the_start_up_load_is_reloaded() {
+    // A catalog big enough that its start-up load (before the watch starts)
+    // is still running when the file is saved again.
+    let names: Vec<String> = (0..1500).map(|idx| format!("t{idx}")).collect();
+    let dir = TempDir::new("reload-start-up");
+    let path = dir.write("catalog.yaml", &tools_catalog(&names.iter().map(String::as_str).collect::<Vec<_>>()));
+    let mut server = Server::start_with(&path, &[], &[]);
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    std::fs::write(&path, tools_catalog(&["after"])).unwrap();
+    let response = server.request(
+        "initialize",
+        json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "carte-tests", "version": "1"}}),
+    );
+    assert!(response.get("result").is_some(), "initialize failed: {response}");
+    server.notify("notifications/initialized", json!({}));
+    let deadline = std::time::Instant::now() + common::TIMEOUT;
+    while tool_names(&mut server) != ["after"] {
+        assert!(std::time::Instant::now() < deadline, "the save during the start-up load was never loaded");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}

@@ -97,16 +97,26 @@ pub async fn run(
         watch.follow(&served_inputs);
     }
     let writers = watch.as_ref().map(watch::Watch::writers);
+    // A save during the start-up load is older than the watch: look for one.
+    let mut stale = false;
+    if watch.is_some() {
+        let inputs = served_inputs.clone();
+        stale = tokio::task::spawn_blocking(move || inputs.changed().is_some()).await.unwrap_or(true);
+    }
     let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
         .map_err(|err| tracing::warn!("SIGHUP will not reload: {err}"))
         .ok();
     tokio::pin!(shutdown);
     loop {
-        tokio::select! {
-            () = &mut shutdown => return,
-            Some(()) = changes.recv() => settle(&mut changes, options.debounce).await,
-            Some(()) = async { match &mut hangup { Some(h) => h.recv().await, None => std::future::pending().await } } => {
-                tracing::info!("SIGHUP: reloading {}", root.display());
+        if std::mem::take(&mut stale) {
+            tracing::info!("the catalog changed while it was loaded at start-up; reloading");
+        } else {
+            tokio::select! {
+                () = &mut shutdown => return,
+                Some(()) = changes.recv() => settle(&mut changes, options.debounce).await,
+                Some(()) = async { match &mut hangup { Some(h) => h.recv().await, None => std::future::pending().await } } => {
+                    tracing::info!("SIGHUP: reloading {}", root.display());
+                }
             }
         }
         let loaded = tokio::select! {
