@@ -60,8 +60,10 @@ impl Options {
 }
 
 /// How long a reload waits for a writer to close a file it is writing in
-/// place before loading the file as it is.
-pub const MAX_WRITE_WAIT: Duration = Duration::from_secs(10);
+/// place before loading the file as it is: long enough for a slow
+/// generator behind a `>` redirect (or a stalled disk), short enough that a
+/// process keeping a file open for good delays reloads only this long.
+pub const MAX_WRITE_WAIT: Duration = Duration::from_secs(30);
 
 /// What one attempt to reload produced.
 enum Outcome {
