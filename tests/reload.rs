@@ -338,3 +338,67 @@ fn check_watch_rechecks_on_every_save() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+#[test]
+fn an_emptied_catalog_file_keeps_the_old_catalog() {
+    let dir = TempDir::new("reload-empty");
+    let path = dir.write("catalog.yaml", &tools_catalog(&["a"]));
+    let mut server = serve(&path);
+    std::fs::write(&path, "").unwrap();
+    let (before, report) = server.wait_reload();
+    assert!(methods(&before).is_empty(), "an empty file announced {before:?}");
+    assert_eq!(report["params"]["level"], "error", "{report}");
+    let message = report["params"]["data"].as_str().unwrap();
+    assert!(message.contains("is empty") && message.contains("still serving generation 1"), "{message}");
+    assert_eq!(text(&server.result("tools/call", json!({"name": "a"}))), "a ran");
+    std::fs::write(&path, tools_catalog(&["b"])).unwrap();
+    server.wait_good_reload();
+    assert_eq!(tool_names(&mut server), ["b"]);
+}
+
+#[test]
+fn a_slow_writer_is_waited_for() {
+    use std::io::Write;
+    let dir = TempDir::new("reload-slow-writer");
+    let path = dir.write("catalog.yaml", &tools_catalog(&["old"]));
+    let mut server = serve(&path);
+    // A valid catalog so far, but not what is being saved: `> catalog.yaml`
+    // from a program that pauses longer than the debounce.
+    let whole = tools_catalog(&["x", "y"]);
+    let first = tools_catalog(&["x"]);
+    let mut file = std::fs::File::create(&path).unwrap();
+    file.write_all(first.as_bytes()).unwrap();
+    file.flush().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(400));
+    assert_eq!(tool_names(&mut server), ["old"], "a file still being written was loaded");
+    file.write_all(&whole.as_bytes()[first.len()..]).unwrap();
+    drop(file);
+    let (before, report) = server.wait_good_reload();
+    assert_only_tools_changed(&before);
+    let message = report["params"]["data"]["message"].as_str().unwrap();
+    assert!(message.contains("+x +y") && message.contains("-old"), "one reload, from old to whole: {report}");
+    assert_eq!(tool_names(&mut server), ["x", "y"]);
+}
+
+#[test]
+fn a_save_during_the_start_up_load_is_reloaded() {
+    // A catalog big enough that its start-up load (before the watch starts)
+    // is still running when the file is saved again.
+    let names: Vec<String> = (0..1500).map(|idx| format!("t{idx}")).collect();
+    let dir = TempDir::new("reload-start-up");
+    let path = dir.write("catalog.yaml", &tools_catalog(&names.iter().map(String::as_str).collect::<Vec<_>>()));
+    let mut server = Server::start_with(&path, &[], &[]);
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    std::fs::write(&path, tools_catalog(&["after"])).unwrap();
+    let response = server.request(
+        "initialize",
+        json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "carte-tests", "version": "1"}}),
+    );
+    assert!(response.get("result").is_some(), "initialize failed: {response}");
+    server.notify("notifications/initialized", json!({}));
+    let deadline = std::time::Instant::now() + common::TIMEOUT;
+    while tool_names(&mut server) != ["after"] {
+        assert!(std::time::Instant::now() < deadline, "the save during the start-up load was never loaded");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}

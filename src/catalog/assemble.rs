@@ -60,6 +60,8 @@ pub struct Assembled {
     pub resource_templates: Vec<Declared<ResourceTemplateSpec>>,
     /// Folders that include globs look into.
     pub includes: Vec<super::IncludePattern>,
+    /// What each file held when it was read.
+    pub contents: Vec<(PathBuf, super::Fingerprint)>,
 }
 
 impl Assembled {
@@ -97,7 +99,10 @@ pub fn assemble(
             continue;
         }
         let text = match std::fs::read_to_string(&path) {
-            Ok(text) => text,
+            Ok(text) => {
+                assembled.contents.push((path.clone(), super::Fingerprint::of(text.as_bytes())));
+                text
+            }
             Err(err) => {
                 let message = format!("cannot read catalog file `{}`: {}", path.display(), io_reason(&err));
                 let diagnostic = match included_from {

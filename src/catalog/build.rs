@@ -222,7 +222,7 @@ impl Builder<'_> {
                     continue;
                 }
             };
-            self.inputs.files.push(path.clone());
+            self.inputs.record(&path, text.as_bytes());
             let compiled = self.env.template_from_named_str(&name, &text).map(drop);
             self.sources.insert(name.clone(), text);
             if let Err(err) = compiled {
@@ -569,7 +569,7 @@ impl Builder<'_> {
                         return None;
                     }
                 };
-                self.inputs.files.push(path.clone());
+                self.inputs.record(&path, &bytes);
                 let Some(mime_type) = spec.mime_type.clone().or_else(|| guess_mime(&path).map(str::to_owned)) else {
                     self.error("mime-type", location, format!("cannot tell the MIME type of `{file}`")).hint =
                         Some("add `mimeType:`, e.g. `mimeType: image/png`".to_owned());
@@ -1061,7 +1061,7 @@ impl Builder<'_> {
                     return None;
                 }
             };
-            self.inputs.files.push(path.clone());
+            self.inputs.record(&path, &bytes);
             if mime_type.is_none() {
                 mime_type = guess_mime(&path).map(str::to_owned);
             }

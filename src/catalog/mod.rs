@@ -418,6 +418,10 @@ pub struct Inputs {
     pub templates: Vec<PathBuf>,
     /// The `include:` patterns, resolved.
     pub includes: Vec<IncludePattern>,
+    /// What each file held when it was read, in reading order (a file read
+    /// twice appears twice): a reload swaps in only a catalog whose files
+    /// still hold exactly this, so a file caught half-written is read again.
+    pub contents: Vec<(PathBuf, Fingerprint)>,
 }
 
 impl Inputs {
@@ -434,6 +438,66 @@ impl Inputs {
         add(&mut self.files, other.files);
         add(&mut self.templates, other.templates);
         add(&mut self.includes, other.includes);
+        add(&mut self.contents, other.contents);
+    }
+
+    /// Notes that loading read `bytes` from `path`.
+    pub fn record(&mut self, path: &Path, bytes: &[u8]) {
+        if !self.files.iter().any(|file| file == path) {
+            self.files.push(path.to_path_buf());
+        }
+        self.contents.push((path.to_path_buf(), Fingerprint::of(bytes)));
+    }
+
+    /// The first file that no longer holds what loading read from it (or
+    /// can no longer be read), if any. Reads each file at most once more,
+    /// and not at all when its size already differs.
+    pub fn changed(&self) -> Option<&Path> {
+        self.contents
+            .iter()
+            .find(|(path, read)| Fingerprint::of_file(path, read.len).ok() != Some(*read))
+            .map(|(path, _)| path.as_path())
+    }
+
+    /// How many bytes loading read from `path` (the first time), if it read it.
+    pub fn len_read(&self, path: &Path) -> Option<u64> {
+        self.contents.iter().find(|(file, _)| file == path).map(|(_, read)| read.len)
+    }
+}
+
+/// What a file held: its length and a hash of its bytes. Only compared
+/// within one process, to tell whether a file changed since it was read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fingerprint {
+    /// Its length in bytes.
+    pub len: u64,
+    /// A 64-bit hash of its bytes.
+    pub hash: u64,
+}
+
+impl Fingerprint {
+    /// The fingerprint of `bytes`.
+    pub fn of(bytes: &[u8]) -> Fingerprint {
+        use std::hash::Hasher;
+        let mut hasher = std::hash::DefaultHasher::new();
+        hasher.write(bytes);
+        Fingerprint { len: bytes.len() as u64, hash: hasher.finish() }
+    }
+
+    /// The fingerprint of the file at `path` now. When its length is not
+    /// `expected_len`, the returned fingerprint has the actual length and
+    /// no hash is computed (nothing is read); at most `expected_len + 1`
+    /// bytes are read otherwise, whatever the file grows to meanwhile.
+    pub fn of_file(path: &Path, expected_len: u64) -> std::io::Result<Fingerprint> {
+        use std::io::Read;
+        let file = std::fs::File::open(path)?;
+        let len = file.metadata()?.len();
+        if len != expected_len {
+            return Ok(Fingerprint { len, hash: 0 });
+        }
+        let mut bytes = Vec::new();
+        file.take(expected_len.saturating_add(1)).read_to_end(&mut bytes)?;
+        Ok(Fingerprint::of(&bytes))
     }
 }
 
@@ -468,6 +532,7 @@ pub fn load_with(path: &Path, env: &dyn Fn(&str) -> Option<String>, previous: Op
     if let Some(assembled) = &assembled {
         inputs.files = assembled.files.iter().map(|p| p.file.clone()).collect();
         inputs.includes = assembled.includes.clone();
+        inputs.contents = assembled.contents.clone();
     }
     let catalog = match assembled {
         Some(assembled) if !crate::diag::has_errors(&diagnostics) => {
@@ -484,4 +549,82 @@ pub fn load_with(path: &Path, env: &dyn Fn(&str) -> Option<String>, previous: Op
         ))
     });
     Loaded { catalog, diagnostics, inputs }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fresh folder under the system's temp folder, removed on drop.
+    struct Folder(PathBuf);
+
+    impl Folder {
+        fn new(name: &str) -> Folder {
+            let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+            let path = std::env::temp_dir().join(format!("carte-unit-{name}-{}-{nanos}", std::process::id()));
+            std::fs::create_dir_all(&path).unwrap();
+            Folder(path)
+        }
+
+        fn write(&self, name: &str, text: &str) -> PathBuf {
+            let path = self.0.join(name);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, text).unwrap();
+            path
+        }
+    }
+
+    impl Drop for Folder {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    #[test]
+    fn a_load_records_what_it_read_from_every_file() {
+        let folder = Folder::new("inputs");
+        let root = folder.write(
+            "catalog.yaml",
+            "server: { name: t, version: 1.0.0 }\ninclude: [\"tools/*.yaml\"]\nresources:\n  - { uri: \"file:///notes\", name: notes, file: notes.txt, mimeType: text/plain }\nprompts:\n  - { name: hi, description: Hi., messages: [{ role: user, template: hi.j2 }] }\n",
+        );
+        let tool = folder.write("tools/a.yaml", "tools:\n  - { name: a, description: A., run: { text: a } }\n");
+        let notes = folder.write("notes.txt", "some notes");
+        let template = folder.write("templates/hi.j2", "Hello.");
+        let loaded = load_with(&root, &|_| None, None);
+        assert!(loaded.catalog.is_some(), "{:?}", loaded.diagnostics);
+        for file in [&root, &tool, &notes, &template] {
+            let bytes = std::fs::read(file).unwrap();
+            assert!(loaded.inputs.files.contains(file), "{} is not an input", file.display());
+            assert!(
+                loaded.inputs.contents.contains(&(file.clone(), Fingerprint::of(&bytes))),
+                "what was read from {} is not recorded: {:?}",
+                file.display(),
+                loaded.inputs.contents
+            );
+        }
+        assert_eq!(loaded.inputs.changed(), None);
+        assert_eq!(loaded.inputs.len_read(&notes), Some("some notes".len() as u64));
+    }
+
+    #[test]
+    fn any_change_since_reading_is_noticed() {
+        let folder = Folder::new("changed");
+        let path = folder.write("a.txt", "one");
+        let mut inputs = Inputs::default();
+        inputs.record(&path, b"one");
+        assert_eq!(inputs.changed(), None);
+        for now in ["two", "", "one more"] {
+            std::fs::write(&path, now).unwrap();
+            assert_eq!(inputs.changed(), Some(path.as_path()), "after writing {now:?}");
+        }
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(inputs.changed(), Some(path.as_path()), "after removing it");
+        std::fs::write(&path, "one").unwrap();
+        assert_eq!(inputs.changed(), None);
+        // A file read twice, once before a change and once after: the first read no longer holds.
+        std::fs::write(&path, "new").unwrap();
+        inputs.record(&path, b"new");
+        assert_eq!(inputs.files, std::slice::from_ref(&path));
+        assert_eq!(inputs.changed(), Some(path.as_path()));
+    }
 }

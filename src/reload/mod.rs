@@ -8,8 +8,15 @@
 //! Loading runs on the blocking pool, never on the request path: requests go
 //! on being answered from the current snapshot while the next one is built,
 //! and those in flight at the swap finish on the snapshot they started with.
-//! A load during which more changes arrived is thrown away and done again,
-//! so a file seen half-written never replaces a good catalog.
+//!
+//! A catalog is swapped in only when the files it was built from held still
+//! (see [`load_settled`]): no writer had one of them open, no change arrived
+//! while loading or for a moment after, and every file still holds exactly
+//! the bytes the load read. Otherwise the load is thrown away and done
+//! again, so a file caught between an editor's truncate and its write — or
+//! half-way through a slow write — never replaces a good catalog. A root
+//! file of zero bytes is refused on reload: it is what a save in progress
+//! looks like, and the catalog served before stays.
 #![allow(deprecated)] // MCP logging is deprecated by SEP-2577 but part of every version carte serves
 
 pub mod diff;
@@ -34,11 +41,29 @@ pub const LOGGER: &str = "carte.reload";
 /// How reloading is triggered.
 #[derive(Debug, Clone, Copy)]
 pub struct Options {
-    /// Quiet time after the last change before loading.
+    /// Quiet time after the last change before loading; also how long the
+    /// files must then hold still after a load before it is swapped in.
     pub debounce: Duration,
     /// How changes are noticed; `None` reloads only on SIGHUP.
     pub watch: Option<Mode>,
 }
+
+impl Options {
+    /// How long a load's files must hold still after it: the debounce, and
+    /// with polling at least one poll (changes are only seen at polls).
+    fn hold(&self) -> Duration {
+        match self.watch {
+            Some(Mode::Poll(every)) => self.debounce.max(every),
+            _ => self.debounce,
+        }
+    }
+}
+
+/// How long a reload waits for a writer to close a file it is writing in
+/// place before loading the file as it is: long enough for a slow
+/// generator behind a `>` redirect (or a stalled disk), short enough that a
+/// process keeping a file open for good delays reloads only this long.
+pub const MAX_WRITE_WAIT: Duration = Duration::from_secs(30);
 
 /// What one attempt to reload produced.
 enum Outcome {
@@ -73,39 +98,32 @@ pub async fn run(
     if let Some(watch) = &mut watch {
         watch.follow(&served_inputs);
     }
+    let writers = watch.as_ref().map(watch::Watch::writers);
+    // A save during the start-up load is older than the watch: look for one.
+    let mut stale = false;
+    if watch.is_some() {
+        let inputs = served_inputs.clone();
+        stale = tokio::task::spawn_blocking(move || inputs.changed().is_some()).await.unwrap_or(true);
+    }
     let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
         .map_err(|err| tracing::warn!("SIGHUP will not reload: {err}"))
         .ok();
     tokio::pin!(shutdown);
     loop {
-        tokio::select! {
-            () = &mut shutdown => return,
-            Some(()) = changes.recv() => settle(&mut changes, options.debounce).await,
-            Some(()) = async { match &mut hangup { Some(h) => h.recv().await, None => std::future::pending().await } } => {
-                tracing::info!("SIGHUP: reloading {}", root.display());
+        if std::mem::take(&mut stale) {
+            tracing::info!("the catalog changed while it was loaded at start-up; reloading");
+        } else {
+            tokio::select! {
+                () = &mut shutdown => return,
+                Some(()) = changes.recv() => settle(&mut changes, options.debounce).await,
+                Some(()) = async { match &mut hangup { Some(h) => h.recv().await, None => std::future::pending().await } } => {
+                    tracing::info!("SIGHUP: reloading {}", root.display());
+                }
             }
         }
-        // Load until no change arrived during the load.
-        let loaded = loop {
-            while changes.try_recv().is_ok() {}
-            let current = shared.snapshot();
-            let subscribed = shared.hub.subscribed_uris();
-            let path = root.clone();
-            let started = Instant::now();
-            let attempt = tokio::task::spawn_blocking(move || prepare(&path, &current, &subscribed)).await;
-            let attempt = match attempt {
-                Ok(attempt) => attempt,
-                Err(err) => {
-                    tracing::error!("reload failed unexpectedly: {err}");
-                    break None;
-                }
-            };
-            if changes.is_empty() {
-                tracing::debug!("catalog loaded in {:?}", started.elapsed());
-                break Some(attempt);
-            }
-            tracing::debug!("files changed while loading; waiting for them to settle");
-            settle(&mut changes, options.debounce).await;
+        let loaded = tokio::select! {
+            () = &mut shutdown => return,
+            loaded = load_settled(&root, &shared, &mut changes, writers.as_ref(), options) => loaded,
         };
         let Some((outcome, inputs)) = loaded else { continue };
         let outcome = apply_setup(&root, outcome).await;
@@ -120,6 +138,88 @@ pub async fn run(
             watch.follow(&watched);
         }
         apply(&shared, outcome);
+    }
+}
+
+/// Loads `root` until a load's files held still: nobody was writing one of
+/// them, no change arrived during the load or for [`Options::hold`] after
+/// it, and each file still holds the bytes the load read. Returns `None` if
+/// loading failed unexpectedly.
+async fn load_settled(
+    root: &Path,
+    shared: &Shared,
+    changes: &mut mpsc::UnboundedReceiver<()>,
+    writers: Option<&watch::Writers>,
+    options: Options,
+) -> Option<(Outcome, Inputs)> {
+    loop {
+        wait_for_writers(writers, changes, options.debounce).await;
+        // Changes so far are what this load reads; only later ones count.
+        while changes.try_recv().is_ok() {}
+        let current = shared.snapshot();
+        let subscribed = shared.hub.subscribed_uris();
+        let path = root.to_path_buf();
+        let started = Instant::now();
+        let attempt = tokio::task::spawn_blocking(move || prepare(&path, &current, &subscribed)).await;
+        let (outcome, inputs) = match attempt {
+            Ok(attempt) => attempt,
+            Err(err) => {
+                tracing::error!("reload failed unexpectedly: {err}");
+                return None;
+            }
+        };
+        tracing::debug!("catalog loaded in {:?}", started.elapsed());
+        // A writer between its truncate and its write, or pausing in the
+        // middle, shows up now: as an event, an open file, or other bytes.
+        tokio::time::sleep(options.hold()).await;
+        let moved = if !changes.is_empty() {
+            "files changed while loading".to_owned()
+        } else if let Some((file, _)) = writers.and_then(watch::Writers::oldest) {
+            format!("`{}` is being written", file.display())
+        } else {
+            let checked = tokio::task::spawn_blocking(move || {
+                let changed = inputs.changed().map(|file| format!("`{}` changed while loading", file.display()));
+                (inputs, changed)
+            })
+            .await;
+            match checked {
+                Ok((inputs, None)) => return Some((outcome, inputs)),
+                Ok((_, Some(changed))) => changed,
+                Err(err) => {
+                    tracing::error!("reload failed unexpectedly: {err}");
+                    return None;
+                }
+            }
+        };
+        tracing::debug!("{moved}; loading again once the files settle");
+        // Freeing a large catalog takes a while: not on the thread that answers requests.
+        tokio::task::spawn_blocking(move || drop(outcome));
+        settle(changes, options.debounce).await;
+    }
+}
+
+/// Waits while a file of the catalog is being written in place (modified
+/// and not closed yet), for at most [`MAX_WRITE_WAIT`] per writer.
+async fn wait_for_writers(
+    writers: Option<&watch::Writers>,
+    changes: &mut mpsc::UnboundedReceiver<()>,
+    debounce: Duration,
+) {
+    let Some(writers) = writers else { return };
+    while let Some((file, since)) = writers.oldest() {
+        tracing::debug!("waiting for `{}` to be closed by its writer", file.display());
+        let deadline = tokio::time::Instant::from_std(since + MAX_WRITE_WAIT);
+        match tokio::time::timeout_at(deadline, changes.recv()).await {
+            Ok(Some(())) => settle(changes, debounce).await,
+            Ok(None) => return,
+            Err(_) => {
+                tracing::warn!(
+                    "`{}` has been open for writing for {MAX_WRITE_WAIT:?}; loading it as it is",
+                    file.display()
+                );
+                writers.forget();
+            }
+        }
     }
 }
 
@@ -146,6 +246,15 @@ async fn settle(changes: &mut mpsc::UnboundedReceiver<()>, debounce: Duration) {
 /// Loads and compares, on the blocking pool.
 fn prepare(root: &Path, current: &Snapshot, subscribed: &std::collections::BTreeSet<String>) -> (Outcome, Inputs) {
     let loaded = catalog::reload(root, &current.catalog);
+    if loaded.inputs.len_read(root) == Some(0) {
+        let mut empty = diag::Diagnostic::error(
+            "empty-file",
+            diag::Location::file_start(root),
+            format!("the catalog file `{}` is empty", root.display()),
+        );
+        empty.hint = Some("an editor leaves a file empty between truncating and writing it; the catalog served before stays until the file has content".to_owned());
+        return (Outcome::Invalid { diagnostics: vec![empty] }, loaded.inputs);
+    }
     let outcome = match loaded.catalog {
         Some(catalog) => {
             let next = Box::new(Snapshot::with_generation(catalog, current.generation + 1));

@@ -7,13 +7,18 @@
 //! filtered down to paths that matter (the catalog's files, the templates
 //! folder, include globs, Kubernetes' `..` entries), so that a database
 //! written beside the catalog does not cause reloads.
+//!
+//! With file system events, a file written in place (modified) is being
+//! written until its writer closes it: [`Watch::writing`] names such files,
+//! so that a reload waits for the close instead of reading what a slow
+//! writer has written so far.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, PoisonError, RwLock};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::{Duration, Instant};
 
-use notify::event::{AccessKind, AccessMode};
+use notify::event::{AccessKind, AccessMode, ModifyKind};
 use notify::{EventKind, RecursiveMode};
 use tokio::sync::mpsc;
 
@@ -33,6 +38,39 @@ pub struct Watch {
     watcher: Box<dyn notify::Watcher + Send>,
     interest: Arc<RwLock<Interest>>,
     watched: BTreeMap<PathBuf, RecursiveMode>,
+    writing: Arc<Mutex<Writing>>,
+}
+
+/// Files modified in place and not closed since, with when that began (only
+/// with file system events: polling sees no closes). At most one entry per
+/// path that matters, removed by its close, removal or rename.
+#[derive(Debug, Default)]
+struct Writing(HashMap<PathBuf, Instant>);
+
+impl Writing {
+    /// Updates what is being written after `event`; `matters` says which paths count.
+    fn note(&mut self, event: &notify::Event, matters: impl Fn(&Path) -> bool) {
+        match event.kind {
+            EventKind::Modify(ModifyKind::Data(_) | ModifyKind::Any) => {
+                for path in event.paths.iter().filter(|path| matters(path)) {
+                    self.0.entry(path.clone()).or_insert_with(Instant::now);
+                }
+            }
+            EventKind::Access(AccessKind::Close(AccessMode::Write))
+            | EventKind::Remove(_)
+            | EventKind::Modify(ModifyKind::Name(_)) => {
+                for path in &event.paths {
+                    self.0.remove(path);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The file written the longest, and since when.
+    fn oldest(&self) -> Option<(PathBuf, Instant)> {
+        self.0.iter().min_by_key(|(_, since)| **since).map(|(path, since)| (path.clone(), *since))
+    }
 }
 
 /// The paths whose changes matter.
@@ -118,6 +156,10 @@ impl Watch {
     pub fn new(mode: Mode, changed: mpsc::UnboundedSender<()>) -> notify::Result<Watch> {
         let interest = Arc::new(RwLock::new(Interest::default()));
         let seen = interest.clone();
+        let writing = Arc::new(Mutex::new(Writing::default()));
+        let written = writing.clone();
+        // Polling reports contents, not writers: no closes to wait for.
+        let closes = mode == Mode::Events;
         let handler = move |event: notify::Result<notify::Event>| {
             let event = match event {
                 Ok(event) => event,
@@ -134,6 +176,9 @@ impl Watch {
                 return;
             }
             let interest = seen.read().unwrap_or_else(PoisonError::into_inner);
+            if closes {
+                written.lock().unwrap_or_else(PoisonError::into_inner).note(&event, |path| interest.matters(path));
+            }
             if event.need_rescan() || event.paths.iter().any(|path| interest.matters(path)) {
                 tracing::debug!("change: {:?} {:?}", event.kind, event.paths);
                 let _ = changed.send(());
@@ -146,13 +191,20 @@ impl Watch {
                 notify::Config::default().with_poll_interval(every).with_compare_contents(true),
             )?),
         };
-        Ok(Watch { watcher, interest, watched: BTreeMap::new() })
+        Ok(Watch { watcher, interest, watched: BTreeMap::new(), writing })
+    }
+
+    /// The files being written in place, as this watch sees them.
+    pub fn writers(&self) -> Writers {
+        Writers(self.writing.clone())
     }
 
     /// Watches what `inputs` name (and stops watching what they no longer do).
     pub fn follow(&mut self, inputs: &Inputs) {
         let interest = Interest::new(inputs);
         let wanted = interest.folders_to_watch();
+        // A file that no longer matters is not waited for (its close would not be seen).
+        self.writing.lock().unwrap_or_else(PoisonError::into_inner).0.retain(|path, _| interest.matters(path));
         *self.interest.write().unwrap_or_else(PoisonError::into_inner) = interest;
         let stale: Vec<PathBuf> = self
             .watched
@@ -178,6 +230,24 @@ impl Watch {
     }
 }
 
+/// The files of a [`Watch`] being written in place (modified and not yet
+/// closed by their writer).
+#[derive(Debug, Clone)]
+pub struct Writers(Arc<Mutex<Writing>>);
+
+impl Writers {
+    /// The file written the longest, and since when.
+    pub fn oldest(&self) -> Option<(PathBuf, Instant)> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).oldest()
+    }
+
+    /// Stops waiting for the files being written (a writer that keeps a
+    /// file open for too long); their next modification counts again.
+    pub fn forget(&self) {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).0.clear();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -189,6 +259,7 @@ mod tests {
             files: vec![PathBuf::from("/srv/c/catalog.yaml"), PathBuf::from("/srv/c/tools/a.yaml")],
             templates: vec![PathBuf::from("/srv/c/templates")],
             includes: vec![IncludePattern { folder: "/srv/c/tools".into(), pattern: "/srv/c/tools/*.yaml".into() }],
+            contents: Vec::new(),
         };
         let interest = Interest::new(&inputs);
         for path in ["/srv/c/catalog.yaml", "/srv/c/tools/new.yaml", "/srv/c/templates/x/y.j2", "/srv/c/..data"] {
@@ -198,5 +269,41 @@ mod tests {
         {
             assert!(!interest.matters(Path::new(path)), "{path}");
         }
+    }
+
+    #[test]
+    fn a_file_modified_in_place_is_being_written_until_closed() {
+        use notify::event::{CreateKind, DataChange, RemoveKind, RenameMode};
+        let event = |kind: EventKind, path: &str| notify::Event::new(kind).add_path(PathBuf::from(path));
+        let matters = |path: &Path| path.starts_with("/srv/c");
+        let modified = EventKind::Modify(ModifyKind::Data(DataChange::Any));
+        let mut writing = Writing::default();
+        // Created, opened, read, closed after reading: nobody is writing.
+        for kind in [
+            EventKind::Create(CreateKind::File),
+            EventKind::Access(AccessKind::Open(AccessMode::Any)),
+            EventKind::Access(AccessKind::Close(AccessMode::Read)),
+        ] {
+            writing.note(&event(kind, "/srv/c/catalog.yaml"), matters);
+        }
+        assert_eq!(writing.oldest(), None);
+        // A file that does not matter is never waited for.
+        writing.note(&event(modified, "/srv/other/notes.txt"), matters);
+        assert_eq!(writing.oldest(), None);
+        // Truncated (or written): being written, from the first modification, until closed.
+        writing.note(&event(modified, "/srv/c/catalog.yaml"), matters);
+        let (path, since) = writing.oldest().expect("being written");
+        assert_eq!(path, Path::new("/srv/c/catalog.yaml"));
+        writing.note(&event(modified, "/srv/c/catalog.yaml"), matters);
+        writing.note(&event(modified, "/srv/c/tools/a.yaml"), matters);
+        assert_eq!(writing.oldest(), Some((path.clone(), since)), "the first modification counts");
+        writing.note(&event(EventKind::Access(AccessKind::Close(AccessMode::Write)), "/srv/c/catalog.yaml"), matters);
+        assert_eq!(writing.oldest().map(|(path, _)| path), Some(PathBuf::from("/srv/c/tools/a.yaml")));
+        // Removed, or replaced by a rename: its writer writes elsewhere now.
+        writing.note(&event(EventKind::Remove(RemoveKind::File), "/srv/c/tools/a.yaml"), matters);
+        assert_eq!(writing.oldest(), None);
+        writing.note(&event(modified, "/srv/c/catalog.yaml"), matters);
+        writing.note(&event(EventKind::Modify(ModifyKind::Name(RenameMode::To)), "/srv/c/catalog.yaml"), matters);
+        assert_eq!(writing.oldest(), None);
     }
 }
