@@ -134,3 +134,122 @@ fn a_reload_report_names_only_what_that_client_subscribed_to() {
         }
     }
 }
+
+/// The resident memory of process `pid`, in bytes (`VmRSS` in /proc).
+fn resident_bytes(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let kib = status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse::<u64>().ok());
+    kib.unwrap_or(0) * 1024
+}
+
+#[test]
+fn a_client_that_does_not_read_its_replies_stops_carte_reading_and_memory_stays_bounded() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::Stdio;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::time::{Duration, Instant};
+
+    // 8,000 lists with a 1 KiB tool description: far more replies than carte
+    // queues for a client (1 MiB), and more requests than a pipe holds.
+    const REQUESTS: usize = 8_000;
+    // What carte may grow by over its size once initialized (it queues 1 MiB).
+    const GROWTH: u64 = 12 * 1024 * 1024;
+    let dir = TempDir::new("clients-outbox");
+    let description = "x".repeat(1024);
+    let path = dir.write(
+        "catalog.yaml",
+        &format!("server: {{ name: big, version: 1.0.0 }}\ntools:\n  - {{ name: big, description: {description}, run: {{ text: ok }} }}\n"),
+    );
+    let mut child = common::carte()
+        .arg("serve")
+        .arg(&path)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("carte starts");
+    let pid = child.id();
+    let mut stdin = child.stdin.take().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    // The reader reads the `initialize` reply, then nothing until told to go on.
+    let (lines, replies) = std::sync::mpsc::channel::<Value>();
+    let (go, wait) = std::sync::mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        let mut stdout = BufReader::new(stdout);
+        let mut line = String::new();
+        let mut first = true;
+        while stdout.read_line(&mut line).is_ok_and(|n| n > 0) {
+            let Ok(value) = serde_json::from_str::<Value>(&line) else { break };
+            if lines.send(value).is_err() {
+                break;
+            }
+            line.clear();
+            if std::mem::take(&mut first) && wait.recv().is_err() {
+                break;
+            }
+        }
+    });
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "no-reader", "version": "1"}}});
+    writeln!(stdin, "{init}\n{}", json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).unwrap();
+    let reply = replies.recv_timeout(common::TIMEOUT).expect("initialize is answered");
+    assert!(reply["result"].is_object(), "{reply}");
+    let start = resident_bytes(pid);
+
+    // The writer sends every request; it blocks once carte stops reading.
+    let written = Arc::new(AtomicUsize::new(0));
+    let done = Arc::new(AtomicBool::new(false));
+    let writer = std::thread::spawn({
+        let (written, done) = (written.clone(), done.clone());
+        move || {
+            for id in 1..=REQUESTS {
+                let request = json!({"jsonrpc": "2.0", "id": id, "method": "tools/list", "params": {}});
+                if writeln!(stdin, "{request}").is_err() {
+                    break;
+                }
+                written.fetch_add(1, Ordering::Relaxed);
+            }
+            done.store(true, Ordering::Relaxed);
+            stdin
+        }
+    });
+    // Watch memory until the writer is done or stuck for 2 s, and 1 s longer
+    // (a debug build pauses now and then: a stop of 2 s is carte not reading).
+    let deadline = Instant::now() + common::TIMEOUT;
+    let (mut peak, mut last, mut since) = (0, 0, Instant::now());
+    let mut settled: Option<Instant> = None;
+    while Instant::now() < deadline && settled.is_none_or(|at| at.elapsed() < Duration::from_secs(1)) {
+        peak = peak.max(resident_bytes(pid));
+        if peak > start + GROWTH {
+            break;
+        }
+        let now = written.load(Ordering::Relaxed);
+        if now != last {
+            (last, since) = (now, Instant::now());
+        }
+        if settled.is_none() && (done.load(Ordering::Relaxed) || since.elapsed() > Duration::from_secs(2)) {
+            settled = Some(Instant::now());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let grew = peak.saturating_sub(start) / 1024;
+    assert!(peak <= start + GROWTH, "carte grew by {grew} KiB while its client did not read");
+    assert!(written.load(Ordering::Relaxed) < REQUESTS, "carte read every request without its replies being read");
+
+    // Reading now gets every reply.
+    go.send(()).unwrap();
+    let mut answered = std::collections::HashSet::new();
+    while answered.len() < REQUESTS {
+        let reply = replies.recv_timeout(common::TIMEOUT).expect("every request is answered");
+        assert_eq!(reply["result"]["tools"][0]["description"].as_str().map(str::len), Some(1024), "{}", reply["id"]);
+        answered.insert(reply["id"].as_u64().unwrap());
+    }
+    let stdin = writer.join().unwrap();
+    drop(stdin);
+    let _ = child.kill();
+    let _ = child.wait();
+}
