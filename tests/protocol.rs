@@ -236,3 +236,77 @@ fn methods_removed_in_2026_07_28_are_not_found_for_its_clients() {
         assert_eq!(error["code"], -32601, "{method}: {error}");
     }
 }
+
+#[test]
+fn parameters_that_are_not_an_object_are_invalid_params() {
+    let (_dir, mut server) = small();
+    for (method, params) in [
+        ("tools/call", json!("x")),
+        ("tools/list", json!([1])),
+        ("resources/read", json!(5)),
+        ("prompts/get", json!(true)),
+    ] {
+        let error = server.error(method, params.clone());
+        assert_eq!(error["code"], -32602, "{method} with {params}: {error}");
+    }
+    // An unknown method stays unknown, whatever its parameters.
+    assert_eq!(server.error("no/such/method", json!("x"))["code"], -32601);
+    echo(&mut server);
+}
+
+#[test]
+fn a_request_whose_id_is_not_a_string_or_a_number_is_invalid() {
+    let (_dir, mut server) = small();
+    for id in [json!(null), json!(true), json!([]), json!({}), json!([1])] {
+        server.send(&json!({"jsonrpc": "2.0", "id": id, "method": "ping"}));
+        let reply = next_reply(&mut server);
+        assert_eq!(
+            (reply["id"].clone(), reply["error"]["code"].clone()),
+            (Value::Null, json!(-32600)),
+            "{id}: {reply}"
+        );
+    }
+    // The same with parameters rmcp cannot read.
+    server.send(&json!({"jsonrpc": "2.0", "id": null, "method": "tools/call", "params": "x"}));
+    let reply = next_reply(&mut server);
+    assert_eq!((reply["id"].clone(), reply["error"]["code"].clone()), (Value::Null, json!(-32600)), "{reply}");
+    echo(&mut server);
+}
+
+#[test]
+fn cancelling_a_request_not_in_flight_drops_no_later_reply() {
+    let (_dir, mut server) = small();
+    server.notify("notifications/cancelled", json!({"requestId": 4242, "reason": "never sent"}));
+    server.send(&json!({"jsonrpc": "2.0", "id": 4242, "method": "ping"}));
+    let reply = server.response(&json!(4242));
+    assert_eq!(reply["result"], json!({}), "{reply}");
+    // A request answered, then cancelled late: the next request with its id is answered too.
+    server.notify("notifications/cancelled", json!({"requestId": 4242, "reason": "too late"}));
+    server.send(&json!({"jsonrpc": "2.0", "id": 4242, "method": "tools/call",
+        "params": {"name": "echo", "arguments": {"text": "again"}}}));
+    assert_eq!(text(&server.response(&json!(4242))["result"]), "again");
+}
+
+#[test]
+fn a_2026_request_before_initialize_leaves_a_later_legacy_session_working() {
+    let dir = TempDir::new("inline-then-legacy");
+    let catalog = dir.write("small.yaml", SMALL);
+    let mut server = Server::start(&catalog, &[]);
+    let tools = server.result("tools/list", json!({"_meta": meta_2026(json!({}))}));
+    assert_eq!(tools["tools"][0]["name"], "echo");
+    let init = server.result(
+        "initialize",
+        json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "later", "version": "1"}}),
+    );
+    assert_eq!(init["protocolVersion"], "2025-11-25");
+    server.notify("notifications/initialized", json!({}));
+    // A legacy session: requests without `_meta`, logging, subscriptions.
+    echo(&mut server);
+    assert!(server.result("ping", json!({})).is_object());
+    server.result("logging/setLevel", json!({"level": "debug"}));
+    server.result("resources/subscribe", json!({"uri": "small://note"}));
+    server.result("tools/call", json!({"name": "echo", "arguments": {"text": "logged"}}));
+    assert_eq!(server.wait_notification("notifications/message")["params"]["logger"], "carte.tools");
+    let status = server.finish();
+    assert!(status.success(), "{status:?}");
+}

@@ -1,6 +1,10 @@
 //! What changed between two snapshots, as clients see it: the wire form of
 //! each list (so a comment-only edit changes nothing), and the contents of
 //! the resources clients subscribed to.
+//!
+//! The summary names only what every client can see (the lists); which
+//! subscribed resources were updated is told to each client for its own
+//! subscriptions ([`Diff::summary_for`]), never those of other clients.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
@@ -14,9 +18,24 @@ use crate::server::hub::Changes;
 pub struct Diff {
     /// What clients are told.
     pub changes: Changes,
-    /// E.g. `tools +book_room ~get_quote; prompts -plan`, or `no visible change`.
+    /// E.g. `tools +book_room ~get_quote; prompts -plan`, or `no visible change`:
+    /// the lists only, never the subscribed resources (see [`Diff::summary_for`]).
     pub summary: String,
 }
+
+impl Diff {
+    /// The summary for one client, told that `updated` (its own
+    /// subscriptions) changed: e.g. `tools +a; updated x://one x://two`.
+    pub fn summary_for(&self, updated: &[&str]) -> String {
+        if updated.is_empty() {
+            return self.summary.clone();
+        }
+        let updated = format!("updated {}", updated.join(" "));
+        if self.summary == NO_CHANGE { updated } else { format!("{}; {updated}", self.summary) }
+    }
+}
+
+const NO_CHANGE: &str = "no visible change";
 
 /// Compares `old` and `new`, reading each URI in `subscribed` from both.
 pub fn compare(old: &Snapshot, new: &Snapshot, subscribed: &BTreeSet<String>) -> Diff {
@@ -47,13 +66,10 @@ pub fn compare(old: &Snapshot, new: &Snapshot, subscribed: &BTreeSet<String>) ->
         &mut parts,
     );
     let updated: BTreeSet<String> = subscribed.iter().filter(|uri| read(old, uri) != read(new, uri)).cloned().collect();
-    if !updated.is_empty() {
-        parts.push(format!("updated {}", updated.iter().cloned().collect::<Vec<_>>().join(" ")));
-    }
     if old_catalog.server != new_catalog.server {
         parts.push("server info (clients see it when they next connect)".to_owned());
     }
-    let summary = if parts.is_empty() { "no visible change".to_owned() } else { parts.join("; ") };
+    let summary = if parts.is_empty() { NO_CHANGE.to_owned() } else { parts.join("; ") };
     Diff { changes: Changes { tools, prompts, resources: resources || templates, updated }, summary }
 }
 
@@ -127,6 +143,25 @@ mod tests {
         let diff = compare(&new, &same, &BTreeSet::new());
         assert_eq!(diff.summary, "no visible change");
         assert_eq!(diff.changes, Changes::default());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn the_summary_leaves_subscribed_resources_to_each_client() {
+        let dir = std::env::temp_dir().join(format!("carte-diff-updated-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let catalog = |text: &str| {
+            format!(
+                "server: {{ name: d, version: 1.0.0 }}\nresources:\n  - {{ uri: \"x://secret\", name: s, text: {text} }}\n"
+            )
+        };
+        let old = snapshot(&dir, &catalog("one"));
+        let new = snapshot(&dir, &catalog("two"));
+        let diff = compare(&old, &new, &BTreeSet::from(["x://secret".to_owned()]));
+        assert_eq!(diff.changes.updated, BTreeSet::from(["x://secret".to_owned()]));
+        assert_eq!(diff.summary, "no visible change");
+        assert_eq!(diff.summary_for(&[]), "no visible change");
+        assert_eq!(diff.summary_for(&["x://secret"]), "updated x://secret");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

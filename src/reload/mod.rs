@@ -302,17 +302,18 @@ fn apply(shared: &Shared, outcome: Outcome) {
             let previous = shared.replace(Arc::new(*next));
             // Freeing a large catalog takes a while: not on the thread that answers requests.
             tokio::task::spawn_blocking(move || drop(previous));
-            shared.hub.announce(&diff.changes);
-            tracing::info!("reloaded (generation {generation}): {}", diff.summary);
-            shared.hub.log(
-                LoggingLevel::Info,
-                LOGGER,
+            let updated: Vec<&str> = diff.changes.updated.iter().map(String::as_str).collect();
+            tracing::info!("reloaded (generation {generation}): {}", diff.summary_for(&updated));
+            // Each session's report names only the resources it subscribed to.
+            let data = |updated: &[&str]| {
                 json!({
-                    "message": format!("catalog reloaded: {}", diff.summary),
+                    "message": format!("catalog reloaded: {}", diff.summary_for(updated)),
                     "generation": generation,
                     "fingerprint": fingerprint,
-                }),
-            );
+                })
+            };
+            let report = crate::server::hub::Report { level: LoggingLevel::Info, logger: LOGGER, data: &data };
+            shared.hub.announce(&diff.changes, Some(&report));
         }
         Outcome::Invalid { diagnostics } => {
             let generation = shared.snapshot().generation;

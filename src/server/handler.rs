@@ -20,14 +20,14 @@ use rmcp::{ErrorData, ServerHandler};
 use serde_json::json;
 
 use super::Shared;
-use super::hub::{Session, severity};
+use super::hub::{MAX_SUBSCRIPTIONS, Session, SubscribeError, severity};
 use crate::catalog::model::LogLevel;
 use crate::run::steps::{Client, ClientFuture};
 use rmcp::model::{CreateMessageRequestParams, ElicitRequestParams, ProgressNotificationParam};
 
 /// MCP methods rmcp parses itself: if one reaches `on_custom_request`, its
 /// parameters did not fit, which is -32602, not "method not found".
-const KNOWN_METHODS: &[&str] = &[
+pub(crate) const KNOWN_METHODS: &[&str] = &[
     "initialize",
     "ping",
     "server/discover",
@@ -210,17 +210,13 @@ impl ServerHandler for Handler {
         if modern(&context) {
             return Err(removed("resources/subscribe"));
         }
-        super::snapshot::check_uri_length(&request.uri)?;
-        let snapshot = self.shared.snapshot();
-        if snapshot.catalog.resource(&request.uri).is_none() && snapshot.catalog.match_template(&request.uri).is_none()
-        {
-            return Err(ErrorData::resource_not_found(
-                format!("resource not found: {}", request.uri),
-                Some(json!({ "uri": request.uri })),
-            ));
-        }
-        self.session.subscribe(&request.uri);
-        Ok(())
+        known_resource(&self.shared.snapshot(), &request.uri)?;
+        self.shared.hub.subscribe(&self.session, &request.uri).map_err(|err| match err {
+            SubscribeError::TooMany => {
+                ErrorData::invalid_params(err.to_string(), Some(json!({ "limit": MAX_SUBSCRIPTIONS })))
+            }
+            SubscribeError::NotJoined => ErrorData::invalid_request(err.to_string(), None),
+        })
     }
 
     async fn unsubscribe(
@@ -231,7 +227,7 @@ impl ServerHandler for Handler {
         if modern(&context) {
             return Err(removed("resources/unsubscribe"));
         }
-        self.session.unsubscribe(&request.uri);
+        self.shared.hub.unsubscribe(&self.session, &request.uri);
         Ok(())
     }
 
@@ -255,13 +251,25 @@ impl ServerHandler for Handler {
         Ok(())
     }
 
+    /// Accepts a valid filter as requested; for an invalid one, accepts
+    /// nothing, and [`Handler::listen`] answers the error. (rmcp acknowledges
+    /// a stream before `listen` runs and has no way to refuse it here but
+    /// -32601; and it intersects filters pairwise, so a filter over the cap
+    /// must not reach it whole.)
     fn accepted_subscription_filter(&self, requested: &SubscriptionFilter) -> Option<SubscriptionFilter> {
-        Some(requested.clone())
+        match check_listen_filter(&self.shared.snapshot(), requested) {
+            Ok(_) => Some(requested.clone()),
+            Err(_) => Some(SubscriptionFilter::default()),
+        }
     }
 
     /// A 2026-07-28 listen stream: in the hub until the client cancels it.
+    /// A filter naming more than [`MAX_SUBSCRIPTIONS`] resources, or one that
+    /// is not a resource of the catalog, is refused with -32602.
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
-        let _membership = self.shared.hub.listen(context.sink().clone());
+        check_listen_filter(&self.shared.snapshot(), context.requested())?;
+        let accepted = context.accepted().resource_subscriptions.iter().flatten().cloned().collect();
+        let _membership = self.shared.hub.listen(context.sink().clone(), accepted);
         context.cancelled().await;
         Ok(())
     }
@@ -290,6 +298,33 @@ impl ServerHandler for Handler {
             ))
         }
     }
+}
+
+/// Ok if `uri` is short enough (-32602) and is a resource of `snapshot` or matches one of its templates;
+/// else "resource not found" (-32002 with `data.uri`; rmcp makes it -32602
+/// for 2026-07-28 clients).
+fn known_resource(snapshot: &super::Snapshot, uri: &str) -> Result<(), ErrorData> {
+    super::snapshot::check_uri_length(uri)?;
+    if snapshot.catalog.resource(uri).is_some() || snapshot.catalog.match_template(uri).is_some() {
+        return Ok(());
+    }
+    Err(ErrorData::resource_not_found(format!("resource not found: {uri}"), Some(json!({ "uri": uri }))))
+}
+
+/// Checks the resources a listen filter names: at most [`MAX_SUBSCRIPTIONS`]
+/// (-32602 beyond), each one known.
+fn check_listen_filter(snapshot: &super::Snapshot, filter: &SubscriptionFilter) -> Result<(), ErrorData> {
+    let uris = filter.resource_subscriptions.as_deref().unwrap_or_default();
+    if uris.len() > MAX_SUBSCRIPTIONS {
+        return Err(ErrorData::invalid_params(
+            format!(
+                "a listen filter may name at most {MAX_SUBSCRIPTIONS} resources in `resourceSubscriptions` (it names {})",
+                uris.len()
+            ),
+            Some(json!({ "limit": MAX_SUBSCRIPTIONS, "count": uris.len() })),
+        ));
+    }
+    uris.iter().try_for_each(|uri| known_resource(snapshot, uri))
 }
 
 /// Why `elicit` and `sample` steps cannot serve a 2026-07-28 client.

@@ -8,6 +8,11 @@
 //! its notifications in order, and a slow or vanished client never delays
 //! the others or the reload: when its queue is full, notes for it are
 //! dropped (and logged); each send is bounded by [`SEND_TIMEOUT`].
+//!
+//! Every per-client structure is bounded: a member subscribes to at most
+//! [`MAX_SUBSCRIPTIONS`] resources, and finding who subscribed to a changed
+//! resource is a lookup in an index (URI → members), not a scan of every
+//! member's subscriptions.
 #![allow(deprecated)] // MCP logging/subscribe are deprecated by SEP-2577 but part of every version carte serves
 
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -22,6 +27,10 @@ use tokio::sync::mpsc;
 
 /// Longest one notification may take to hand to a client's transport.
 pub const SEND_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Most resources one client may subscribe to (with `resources/subscribe`, or
+/// in the filter of one `subscriptions/listen`).
+pub const MAX_SUBSCRIPTIONS: usize = 1_000;
 
 /// Notes waiting for one client before further ones are dropped.
 const QUEUE: usize = 256;
@@ -64,21 +73,58 @@ pub struct Changes {
     pub updated: BTreeSet<String>,
 }
 
+/// A log message that follows a reload's notifications to each session whose
+/// level admits it. `data` is built per session from the updated URIs that
+/// session subscribed to, so no client learns what another subscribed to.
+pub struct Report<'a> {
+    /// Its level.
+    pub level: LoggingLevel,
+    /// Its logger.
+    pub logger: &'a str,
+    /// Builds the data for one session from the URIs it is told were updated.
+    pub data: &'a dyn Fn(&[&str]) -> Value,
+}
+
+/// Why a subscription was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SubscribeError {
+    /// The client already has [`MAX_SUBSCRIPTIONS`].
+    #[error("a client may subscribe to at most {MAX_SUBSCRIPTIONS} resources; unsubscribe from some first")]
+    TooMany,
+    /// The session has not joined the hub (no `initialize` yet).
+    #[error("the session has not started; send `initialize` first")]
+    NotJoined,
+}
+
 /// Every connected client.
 #[derive(Default)]
 pub struct Hub {
-    members: Mutex<HashMap<u64, Member>>,
+    state: Mutex<State>,
     next_id: AtomicU64,
+}
+
+#[derive(Default)]
+struct State {
+    members: HashMap<u64, Member>,
+    /// Each subscribed URI → the members subscribed to it.
+    subscribers: HashMap<String, HashSet<u64>>,
 }
 
 struct Member {
     outbox: mpsc::Sender<Note>,
     kind: Kind,
+    /// The resources it subscribed to (at most [`MAX_SUBSCRIPTIONS`]).
+    uris: HashSet<String>,
 }
 
 enum Kind {
     Session(Arc<Session>),
-    Listen(Arc<rmcp::model::SubscriptionFilter>),
+    /// A listen stream, with the list notifications its filter accepted.
+    Listen {
+        tools: bool,
+        prompts: bool,
+        resources: bool,
+    },
 }
 
 /// What carte keeps per legacy client session.
@@ -86,7 +132,6 @@ pub struct Session {
     /// Unique within this process.
     pub id: u64,
     level: Mutex<Option<LoggingLevel>>,
-    subscriptions: Mutex<HashSet<String>>,
 }
 
 /// Orders MCP log levels (rmcp's type has no ordering).
@@ -119,41 +164,98 @@ impl Drop for Membership<'_> {
     }
 }
 
+impl State {
+    fn insert(&mut self, id: u64, member: Member) {
+        self.remove(id);
+        for uri in &member.uris {
+            self.subscribers.entry(uri.clone()).or_default().insert(id);
+        }
+        self.members.insert(id, member);
+    }
+
+    fn remove(&mut self, id: u64) {
+        if let Some(member) = self.members.remove(&id) {
+            self.unindex(id, &member.uris);
+        }
+    }
+
+    fn unindex<'a>(&mut self, id: u64, uris: impl IntoIterator<Item = &'a String>) {
+        for uri in uris {
+            if let Some(ids) = self.subscribers.get_mut(uri) {
+                ids.remove(&id);
+                if ids.is_empty() {
+                    self.subscribers.remove(uri);
+                }
+            }
+        }
+    }
+}
+
 impl Hub {
     /// A new session, not yet joined.
     pub fn new_session(&self) -> Arc<Session> {
-        Arc::new(Session {
-            id: self.next_id.fetch_add(1, Ordering::Relaxed),
-            level: Mutex::new(None),
-            subscriptions: Mutex::new(HashSet::new()),
-        })
+        Arc::new(Session { id: self.next_id.fetch_add(1, Ordering::Relaxed), level: Mutex::new(None) })
     }
 
     /// Adds a legacy `session`, reachable through `peer`, with its delivery task.
+    /// A session that joins again (a second `initialize`) keeps its subscriptions.
     pub fn join(&self, session: &Arc<Session>, peer: Peer<RoleServer>) {
         let (outbox, notes) = mpsc::channel(QUEUE);
         tokio::spawn(deliver_to_session(notes, peer));
-        lock(&self.members).insert(session.id, Member { outbox, kind: Kind::Session(session.clone()) });
+        let mut state = lock(&self.state);
+        let uris = state.members.get(&session.id).map(|m| m.uris.clone()).unwrap_or_default();
+        state.insert(session.id, Member { outbox, kind: Kind::Session(session.clone()), uris });
     }
 
-    /// Adds a 2026-07-28 listen stream until the returned membership is dropped.
-    pub fn listen(&self, sink: SubscriptionSink) -> Membership<'_> {
+    /// Adds a 2026-07-28 listen stream until the returned membership is
+    /// dropped. `uris` are the resources it listens to, already validated
+    /// (at most [`MAX_SUBSCRIPTIONS`]; see `Handler::listen`).
+    pub fn listen(&self, sink: SubscriptionSink, uris: HashSet<String>) -> Membership<'_> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let filter = Arc::new(sink.accepted().clone());
+        let filter = sink.accepted();
+        let kind = Kind::Listen {
+            tools: filter.tools_list_changed == Some(true),
+            prompts: filter.prompts_list_changed == Some(true),
+            resources: filter.resources_list_changed == Some(true),
+        };
         let (outbox, notes) = mpsc::channel(QUEUE);
         tokio::spawn(deliver_to_listener(notes, sink));
-        lock(&self.members).insert(id, Member { outbox, kind: Kind::Listen(filter) });
+        lock(&self.state).insert(id, Member { outbox, kind, uris });
         Membership { hub: self, id }
     }
 
     /// Removes the member with `id`; its delivery task ends with its queue.
     pub fn leave(&self, id: u64) {
-        lock(&self.members).remove(&id);
+        lock(&self.state).remove(id);
+    }
+
+    /// Subscribes `session` to updates of `uri`. Subscribing twice is one subscription.
+    pub fn subscribe(&self, session: &Session, uri: &str) -> Result<(), SubscribeError> {
+        let mut state = lock(&self.state);
+        let member = state.members.get_mut(&session.id).ok_or(SubscribeError::NotJoined)?;
+        if member.uris.contains(uri) {
+            return Ok(());
+        }
+        if member.uris.len() >= MAX_SUBSCRIPTIONS {
+            return Err(SubscribeError::TooMany);
+        }
+        member.uris.insert(uri.to_owned());
+        state.subscribers.entry(uri.to_owned()).or_default().insert(session.id);
+        Ok(())
+    }
+
+    /// Unsubscribes `session` from `uri` (nothing happens if it was not subscribed).
+    pub fn unsubscribe(&self, session: &Session, uri: &str) {
+        let mut state = lock(&self.state);
+        let removed = state.members.get_mut(&session.id).is_some_and(|member| member.uris.remove(uri));
+        if removed {
+            state.unindex(session.id, [&uri.to_owned()]);
+        }
     }
 
     /// How many clients are connected.
     pub fn len(&self) -> usize {
-        lock(&self.members).len()
+        lock(&self.state).members.len()
     }
 
     /// Whether no client is connected.
@@ -163,29 +265,26 @@ impl Hub {
 
     /// Every resource URI some client subscribed to.
     pub fn subscribed_uris(&self) -> BTreeSet<String> {
-        let members = lock(&self.members);
-        let mut uris = BTreeSet::new();
-        for member in members.values() {
-            match &member.kind {
-                Kind::Session(session) => uris.extend(lock(&session.subscriptions).iter().cloned()),
-                Kind::Listen(filter) => uris.extend(filter.resource_subscriptions.iter().flatten().cloned()),
-            }
-        }
-        uris
+        lock(&self.state).subscribers.keys().cloned().collect()
     }
 
-    /// Queues the notifications for `changes` to every client that should hear them.
-    pub fn announce(&self, changes: &Changes) {
-        self.each(|kind| {
-            let mut notes = Vec::new();
-            let (tools, prompts, resources) = match kind {
+    /// Queues the notifications for `changes` to every client that should
+    /// hear them, then `report` to each session whose level admits it. Who
+    /// hears of an updated resource is looked up in the index, per URI.
+    pub fn announce(&self, changes: &Changes, report: Option<&Report<'_>>) {
+        let state = lock(&self.state);
+        let mut updated: HashMap<u64, Vec<&str>> = HashMap::new();
+        for uri in &changes.updated {
+            for id in state.subscribers.get(uri).into_iter().flatten() {
+                updated.entry(*id).or_default().push(uri);
+            }
+        }
+        for (id, member) in &state.members {
+            let (tools, prompts, resources) = match &member.kind {
                 Kind::Session(_) => (true, true, true),
-                Kind::Listen(filter) => (
-                    filter.tools_list_changed == Some(true),
-                    filter.prompts_list_changed == Some(true),
-                    filter.resources_list_changed == Some(true),
-                ),
+                Kind::Listen { tools, prompts, resources } => (*tools, *prompts, *resources),
             };
+            let mut notes = Vec::new();
             if changes.tools && tools {
                 notes.push(Note::ToolsChanged);
             }
@@ -195,41 +294,40 @@ impl Hub {
             if changes.resources && resources {
                 notes.push(Note::ResourcesChanged);
             }
-            for uri in &changes.updated {
-                let subscribed = match kind {
-                    Kind::Session(session) => lock(&session.subscriptions).contains(uri),
-                    Kind::Listen(filter) => {
-                        filter.resource_subscriptions.as_ref().is_some_and(|uris| uris.contains(uri))
-                    }
-                };
-                if subscribed {
-                    notes.push(Note::Updated(uri.clone()));
-                }
+            let uris = updated.get(id).map(Vec::as_slice).unwrap_or_default();
+            notes.extend(uris.iter().map(|uri| Note::Updated((*uri).to_owned())));
+            if let (Some(report), Kind::Session(session)) = (report, &member.kind)
+                && session.admits(report.level)
+            {
+                notes.push(Note::Log {
+                    level: report.level,
+                    logger: report.logger.to_owned(),
+                    data: (report.data)(uris),
+                });
             }
-            notes
-        });
+            queue(*id, member, notes);
+        }
     }
 
     /// Queues a log message to every session whose level admits it
     /// (listen streams carry no log messages).
     pub fn log(&self, level: LoggingLevel, logger: &str, data: Value) {
-        self.each(|kind| match kind {
-            Kind::Session(session) if session.admits(level) => {
-                vec![Note::Log { level, logger: logger.to_owned(), data: data.clone() }]
+        let state = lock(&self.state);
+        for (id, member) in &state.members {
+            if let Kind::Session(session) = &member.kind
+                && session.admits(level)
+            {
+                queue(*id, member, vec![Note::Log { level, logger: logger.to_owned(), data: data.clone() }]);
             }
-            _ => Vec::new(),
-        });
+        }
     }
+}
 
-    /// Queues what `notes_for` picks for each member, without waiting for any.
-    fn each(&self, notes_for: impl Fn(&Kind) -> Vec<Note>) {
-        let members = lock(&self.members);
-        for (id, member) in members.iter() {
-            for note in notes_for(&member.kind) {
-                if let Err(mpsc::error::TrySendError::Full(note)) = member.outbox.try_send(note) {
-                    tracing::warn!("client {id} is not reading its notifications; dropped {note:?}");
-                }
-            }
+/// Queues `notes` for one member, without waiting.
+fn queue(id: u64, member: &Member, notes: Vec<Note>) {
+    for note in notes {
+        if let Err(mpsc::error::TrySendError::Full(note)) = member.outbox.try_send(note) {
+            tracing::warn!("client {id} is not reading its notifications; dropped {note:?}");
         }
     }
 }
@@ -297,21 +395,24 @@ impl Session {
     pub fn admits(&self, level: LoggingLevel) -> bool {
         severity(level) >= severity(self.level())
     }
-
-    /// Subscribes to updates of `uri`.
-    pub fn subscribe(&self, uri: &str) {
-        lock(&self.subscriptions).insert(uri.to_owned());
-    }
-
-    /// Unsubscribes from `uri`.
-    pub fn unsubscribe(&self, uri: &str) {
-        lock(&self.subscriptions).remove(uri);
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Adds a session member without a transport; its notes land in the receiver.
+    fn joined(hub: &Hub) -> (Arc<Session>, mpsc::Receiver<Note>) {
+        let session = hub.new_session();
+        let (outbox, notes) = mpsc::channel(QUEUE);
+        let member = Member { outbox, kind: Kind::Session(session.clone()), uris: HashSet::new() };
+        lock(&hub.state).insert(session.id, member);
+        (session, notes)
+    }
+
+    fn drain(notes: &mut mpsc::Receiver<Note>) -> Vec<Note> {
+        std::iter::from_fn(|| notes.try_recv().ok()).collect()
+    }
 
     #[test]
     fn levels_filter_messages() {
@@ -323,5 +424,71 @@ mod tests {
         assert!(session.admits(LoggingLevel::Debug));
         session.set_level(LoggingLevel::Critical);
         assert!(!session.admits(LoggingLevel::Error));
+    }
+
+    #[test]
+    fn subscriptions_are_capped_per_session() {
+        let hub = Hub::default();
+        let (session, _notes) = joined(&hub);
+        for idx in 0..MAX_SUBSCRIPTIONS {
+            hub.subscribe(&session, &format!("x://{idx}")).unwrap();
+        }
+        assert_eq!(hub.subscribe(&session, "x://one-more"), Err(SubscribeError::TooMany));
+        // Subscribing again to a URI it has costs nothing; unsubscribing makes room.
+        hub.subscribe(&session, "x://0").unwrap();
+        hub.unsubscribe(&session, "x://0");
+        hub.subscribe(&session, "x://one-more").unwrap();
+        let (other, _other_notes) = joined(&hub);
+        hub.subscribe(&other, "x://1").unwrap();
+        assert_eq!(hub.subscribed_uris().len(), MAX_SUBSCRIPTIONS);
+        let stranger = hub.new_session();
+        assert_eq!(hub.subscribe(&stranger, "x://1"), Err(SubscribeError::NotJoined));
+    }
+
+    #[test]
+    fn the_index_follows_subscribe_unsubscribe_and_leave() {
+        let hub = Hub::default();
+        let (first, _a) = joined(&hub);
+        let (second, _b) = joined(&hub);
+        hub.subscribe(&first, "x://shared").unwrap();
+        hub.subscribe(&second, "x://shared").unwrap();
+        hub.subscribe(&second, "x://own").unwrap();
+        assert_eq!(hub.subscribed_uris(), BTreeSet::from(["x://own".to_owned(), "x://shared".to_owned()]));
+        hub.unsubscribe(&first, "x://shared");
+        assert!(hub.subscribed_uris().contains("x://shared"));
+        hub.leave(second.id);
+        assert!(hub.subscribed_uris().is_empty());
+        assert!(lock(&hub.state).subscribers.is_empty());
+    }
+
+    #[test]
+    fn each_client_hears_of_its_own_subscriptions_only() {
+        let hub = Hub::default();
+        let (first, mut first_notes) = joined(&hub);
+        let (second, mut second_notes) = joined(&hub);
+        first.set_level(LoggingLevel::Info);
+        second.set_level(LoggingLevel::Info);
+        hub.subscribe(&first, "x://first").unwrap();
+        hub.subscribe(&second, "x://second").unwrap();
+        let changes = Changes {
+            tools: true,
+            updated: BTreeSet::from(["x://first".to_owned(), "x://second".to_owned()]),
+            ..Changes::default()
+        };
+        let data = |uris: &[&str]| Value::from(uris.join(" "));
+        hub.announce(&changes, Some(&Report { level: LoggingLevel::Info, logger: "l", data: &data }));
+        let log = |text: &str| Note::Log { level: LoggingLevel::Info, logger: "l".to_owned(), data: Value::from(text) };
+        assert_eq!(
+            drain(&mut first_notes),
+            [Note::ToolsChanged, Note::Updated("x://first".to_owned()), log("x://first")]
+        );
+        assert_eq!(
+            drain(&mut second_notes),
+            [Note::ToolsChanged, Note::Updated("x://second".to_owned()), log("x://second")]
+        );
+        // A session whose level is above the report's gets the notifications only.
+        second.set_level(LoggingLevel::Error);
+        hub.announce(&changes, Some(&Report { level: LoggingLevel::Info, logger: "l", data: &data }));
+        assert_eq!(drain(&mut second_notes), [Note::ToolsChanged, Note::Updated("x://second".to_owned())]);
     }
 }

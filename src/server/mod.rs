@@ -78,34 +78,42 @@ impl Shared {
     }
 }
 
-/// Serves one MCP session on stdin/stdout until the client closes it or
-/// `shutdown` completes.
+/// Serves MCP on stdin/stdout until the client closes it or `shutdown`
+/// completes: one session, or, when a connection that started with protocol
+/// 2026-07-28 sends a legacy `initialize`, a new session from there on.
 pub async fn serve_stdio(shared: Arc<Shared>, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
     let (reader, writer) = rmcp::transport::stdio_pipes();
-    let transport = stdio::LineTransport::new(reader, writer);
-    let handler = Handler::new(shared);
-    let serving = handler.serve(transport);
+    let mut transport = stdio::LineTransport::new(reader, writer);
     tokio::pin!(shutdown);
-    let running = tokio::select! {
-        running = serving => match running {
-            Ok(running) => running,
-            Err(err) => {
-                // The client left before the session started: nothing to serve.
-                tracing::debug!("session did not start: {err}");
+    loop {
+        let (handoff, next) = tokio::sync::oneshot::channel();
+        transport.on_handoff(handoff);
+        let serving = Handler::new(shared.clone()).serve(transport);
+        let running = tokio::select! {
+            running = serving => match running {
+                Ok(running) => running,
+                Err(err) => {
+                    // The client left before the session started: nothing to serve.
+                    tracing::debug!("session did not start: {err}");
+                    return Ok(());
+                }
+            },
+            () = &mut shutdown => return Ok(()),
+        };
+        let token = running.cancellation_token();
+        tokio::select! {
+            quit = running.waiting() => {
+                tracing::debug!("session ended: {quit:?}");
+            }
+            () = &mut shutdown => {
+                tracing::info!("shutting down");
+                token.cancel();
                 return Ok(());
             }
-        },
-        () = &mut shutdown => return Ok(()),
-    };
-    let token = running.cancellation_token();
-    tokio::select! {
-        quit = running.waiting() => {
-            tracing::debug!("session ended: {quit:?}");
         }
-        () = shutdown => {
-            tracing::info!("shutting down");
-            token.cancel();
+        match next.await {
+            Ok(next) => transport = next,
+            Err(_) => return Ok(()),
         }
     }
-    Ok(())
 }

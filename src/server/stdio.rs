@@ -3,44 +3,114 @@
 //! rmcp's own line transport silently drops input that is not JSON and
 //! closes the connection when a notification arrives before `initialize`.
 //! carte answers like a JSON-RPC server should instead: -32700 for a line
-//! that is not JSON (or not UTF-8), -32600 for JSON that is not a message or
-//! a line over the size limit, and it drops notifications that come before
-//! the session starts. Every valid message goes to rmcp unchanged.
+//! that is not JSON (or not UTF-8), -32600 for JSON that is not a message, a
+//! request whose id is not a string or a number, or a line over the size
+//! limit, -32602 for a known method whose `params` is not an object, and it
+//! drops notifications that come before the session starts. Every valid
+//! message goes to rmcp unchanged.
+//!
+//! Replies wait for the client in a queue of at most [`OUTBOX_BYTES`]: when
+//! the client does not read them and the queue is full, carte stops reading
+//! requests (backpressure) until it does, so memory stays bounded.
+//!
+//! A connection whose first request carried the 2026-07-28 metadata serves
+//! that stateless protocol; if a legacy `initialize` comes later, the
+//! transport ends that rmcp session and hands itself, with the `initialize`,
+//! to a new one ([`LineTransport::on_handoff`]), so the legacy session works.
 //!
 //! stdin/stdout are epoll-driven pipes when they are pipes
 //! (`rmcp::transport::stdio_pipes`), which costs far less CPU per request
 //! than tokio's blocking-pool stdio.
 
 use std::io;
+use std::sync::Arc;
 
 use rmcp::service::{RoleServer, RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
-use tokio::sync::mpsc;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 /// Longest line (one message) carte reads; longer ones are refused whole.
 pub const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
 
-/// A JSON-RPC line transport that answers malformed input.
-pub struct LineTransport<R> {
+/// Bytes of replies and notifications waiting for the client to read them;
+/// when full, carte reads no more requests until the client reads. (The pipe
+/// itself holds 64 KiB: this is plenty to keep it busy.)
+pub const OUTBOX_BYTES: usize = 1024 * 1024;
+
+/// What a queued line counts for at least: its bookkeeping, for tiny lines.
+const MIN_LINE_COST: usize = 256;
+
+/// The queue to the writer task, bounded in bytes by a semaphore: each
+/// queued line holds as many permits as it has bytes (at most all of them)
+/// until it is written.
+#[derive(Clone)]
+struct Outbox {
+    lines: mpsc::UnboundedSender<(Vec<u8>, OwnedSemaphorePermit)>,
+    budget: Arc<Semaphore>,
+}
+
+impl Outbox {
+    fn cost(line: &[u8]) -> u32 {
+        u32::try_from(line.len().clamp(MIN_LINE_COST, OUTBOX_BYTES)).unwrap_or(u32::MAX)
+    }
+
+    /// Room for `line` if there is some now.
+    fn try_permit(&self, line: &[u8]) -> Option<OwnedSemaphorePermit> {
+        self.budget.clone().try_acquire_many_owned(Self::cost(line)).ok()
+    }
+
+    /// Room for `line`, waiting for it (in turn with earlier lines).
+    async fn permit(&self, line: &[u8]) -> io::Result<OwnedSemaphorePermit> {
+        self.budget.clone().acquire_many_owned(Self::cost(line)).await.map_err(|_| broken_pipe())
+    }
+
+    /// Hands `line` and its room to the writer task.
+    fn push(&self, line: Vec<u8>, permit: OwnedSemaphorePermit) -> io::Result<()> {
+        self.lines.send((line, permit)).map_err(|_| broken_pipe())
+    }
+
+    /// Waits until the queue has room (and no earlier line waits for it).
+    async fn room(&self) {
+        let _ = self.budget.acquire().await;
+    }
+}
+
+fn broken_pipe() -> io::Error {
+    io::Error::from(io::ErrorKind::BrokenPipe)
+}
+
+/// Lines read from the client.
+struct Input<R> {
     reader: BufReader<R>,
     line: Vec<u8>,
     discarding: bool,
-    /// Lines for the writer task; `None` once closed.
-    outbox: Option<mpsc::UnboundedSender<Vec<u8>>>,
+}
+
+/// A JSON-RPC line transport that answers malformed input.
+pub struct LineTransport<R> {
+    /// The input; `None` once handed to the next session.
+    input: Option<Input<R>>,
+    /// The queue to the writer task; `None` once closed.
+    outbox: Option<Outbox>,
     writing: Option<JoinHandle<io::Result<()>>>,
+    /// An answer of the transport's own, waiting for room in the outbox.
+    reply: Option<Vec<u8>>,
     /// Whether rmcp's session has started (an `initialize` or a 2026-07-28
     /// request went through): before that, notifications are dropped.
     started: bool,
-    /// Requests the client cancelled: their responses are not sent.
-    cancelled: std::collections::HashSet<rmcp::model::RequestId>,
+    /// Whether the session started with a 2026-07-28 request (no `initialize`).
+    inline: bool,
+    /// A message the session starts with (the `initialize` of a handoff).
+    first: Option<RxJsonRpcMessage<RoleServer>>,
+    /// Whether this session is ending to hand `first` to the next one.
+    ending: bool,
+    /// Where to hand this transport when a legacy `initialize` arrives on an
+    /// inline session.
+    handoff: Option<oneshot::Sender<LineTransport<R>>>,
 }
-
-/// Most cancelled request ids remembered (a client cancelling without end
-/// must not grow memory without end).
-const MAX_CANCELLED: usize = 10_000;
 
 impl<R> LineTransport<R>
 where
@@ -48,18 +118,173 @@ where
 {
     /// Wraps a reader and a writer.
     pub fn new<W: AsyncWrite + Unpin + Send + 'static>(reader: R, writer: W) -> Self {
-        let (outbox, receiver) = mpsc::unbounded_channel();
+        let (lines, receiver) = mpsc::unbounded_channel();
+        let budget = Arc::new(Semaphore::new(OUTBOX_BYTES));
         LineTransport {
-            reader: BufReader::with_capacity(64 * 1024, reader),
-            line: Vec::new(),
-            discarding: false,
-            outbox: Some(outbox),
+            input: Some(Input {
+                reader: BufReader::with_capacity(64 * 1024, reader),
+                line: Vec::new(),
+                discarding: false,
+            }),
+            outbox: Some(Outbox { lines, budget }),
             writing: Some(tokio::spawn(write_lines(receiver, writer))),
+            reply: None,
             started: false,
-            cancelled: std::collections::HashSet::new(),
+            inline: false,
+            first: None,
+            ending: false,
+            handoff: None,
         }
     }
 
+    /// Where this transport goes when a legacy `initialize` arrives on a
+    /// session that started with protocol 2026-07-28: rmcp's session ends (as
+    /// at end of input), and instead of closing, the transport is sent here,
+    /// ready to start a new session with that `initialize`.
+    pub fn on_handoff(&mut self, next: oneshot::Sender<LineTransport<R>>) {
+        self.handoff = Some(next);
+    }
+
+    /// Keeps an answer of the transport's own, sent before the next line is read.
+    fn reply_error(&mut self, id: Value, code: i64, message: &str) {
+        let response = json!({ "jsonrpc": "2.0", "id": id, "error": { "code": code, "message": message } });
+        match serde_json::to_vec(&response) {
+            Ok(mut line) => {
+                line.push(b'\n');
+                self.reply = Some(line);
+            }
+            Err(err) => tracing::error!("cannot encode an error reply: {err}"),
+        }
+    }
+
+    /// Sends the transport's own pending answer, waiting for room. Cancel
+    /// safe: the answer stays pending until it is queued.
+    async fn flush_reply(&mut self) -> io::Result<()> {
+        let Some(outbox) = self.outbox.clone() else { return Err(broken_pipe()) };
+        if let Some(line) = &self.reply {
+            let permit = outbox.permit(line).await?;
+            if let Some(line) = self.reply.take() {
+                outbox.push(line, permit)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Classifies one line: a message for rmcp, or something answered here.
+    fn classify(&mut self, line: &[u8]) -> Option<RxJsonRpcMessage<RoleServer>> {
+        let Ok(text) = std::str::from_utf8(line) else {
+            self.reply_error(Value::Null, -32700, "Parse error: the message is not valid UTF-8");
+            return None;
+        };
+        let text = text.trim_start_matches('\u{feff}').trim();
+        if text.is_empty() {
+            return None;
+        }
+        match serde_json::from_str::<RxJsonRpcMessage<RoleServer>>(text) {
+            // rmcp reads `{"id": null, "method": …}` as a notification: a request
+            // with an id that is not a string or a number is invalid instead.
+            Ok(RxJsonRpcMessage::<RoleServer>::Notification(_)) if has_id(text) => {
+                self.reply_error(Value::Null, -32600, "Invalid Request: `id` must be a string or a number");
+                None
+            }
+            Ok(message) => self.admit(message, text),
+            Err(err) if err.is_syntax() || err.is_eof() => {
+                self.reply_error(Value::Null, -32700, &format!("Parse error: {err}"));
+                None
+            }
+            Err(err) => {
+                let value: Value = serde_json::from_str(text).unwrap_or(Value::Null);
+                match &value {
+                    Value::Array(_) => {
+                        self.reply_error(Value::Null, -32600, "Invalid Request: batches are not supported")
+                    }
+                    Value::Object(map) => self.reply_unreadable(map, &err),
+                    _ => self.reply_error(Value::Null, -32600, "Invalid Request: a message must be a JSON object"),
+                }
+                None
+            }
+        }
+    }
+
+    /// Answers an object rmcp could not read as a message.
+    fn reply_unreadable(&mut self, map: &serde_json::Map<String, Value>, err: &serde_json::Error) {
+        let Some(id) = map.get("id") else {
+            if map.contains_key("method") {
+                // A notification (no id) that rmcp cannot read gets no answer.
+                tracing::debug!("dropped a malformed notification: {err}");
+            } else {
+                self.reply_error(Value::Null, -32600, &format!("Invalid Request: {err}"));
+            }
+            return;
+        };
+        if !(id.is_string() || id.is_number()) {
+            self.reply_error(Value::Null, -32600, "Invalid Request: `id` must be a string or a number");
+            return;
+        }
+        let id = id.clone();
+        let method = map.get("method").and_then(Value::as_str);
+        let params = map.get("params").filter(|params| !params.is_null());
+        let version_2 = map.get("jsonrpc") == Some(&json!("2.0"));
+        match method {
+            // A request whose parameters are not an object: the request is
+            // valid, its parameters are not (or its method is unknown).
+            Some(method) if version_2 && params.is_some_and(|params| !params.is_object()) => {
+                if super::handler::KNOWN_METHODS.contains(&method) {
+                    let message = format!("Invalid params: the parameters of `{method}` must be an object");
+                    self.reply_error(id, -32602, &message);
+                } else {
+                    self.reply_error(id, -32601, &format!("Method not found: {method}"));
+                }
+            }
+            _ => self.reply_error(id, -32600, &format!("Invalid Request: {err}")),
+        }
+    }
+
+    /// Drops what rmcp would choke on before its session starts, and starts a
+    /// handoff when a legacy `initialize` comes to an inline session.
+    fn admit(&mut self, message: RxJsonRpcMessage<RoleServer>, text: &str) -> Option<RxJsonRpcMessage<RoleServer>> {
+        use rmcp::model::ClientRequest;
+        let RxJsonRpcMessage::<RoleServer>::Request(request) = &message else {
+            if self.started {
+                return Some(message);
+            }
+            tracing::debug!("dropped a notification or response that arrived before initialize");
+            return None;
+        };
+        let initialize = matches!(request.request, ClientRequest::InitializeRequest(_));
+        if self.started {
+            if initialize && self.inline && self.handoff.is_some() {
+                tracing::info!("a legacy `initialize` after protocol 2026-07-28 requests: starting a legacy session");
+                self.first = Some(message);
+                self.ending = true;
+                return None;
+            }
+            return Some(message);
+        }
+        let inline = text.contains("io.modelcontextprotocol/protocolVersion");
+        match &request.request {
+            ClientRequest::InitializeRequest(_) => self.started = true,
+            ClientRequest::DiscoverRequest(_) | ClientRequest::PingRequest(_) => {}
+            _ if inline => {
+                self.started = true;
+                self.inline = true;
+            }
+            _ => {
+                let id = serde_json::to_value(&request.id).unwrap_or(Value::Null);
+                self.reply_error(
+                    id,
+                    -32600,
+                    "Invalid Request: the session has not started; send `initialize` first \
+                     (or, for protocol 2026-07-28, the request metadata in `_meta`)",
+                );
+                return None;
+            }
+        }
+        Some(message)
+    }
+}
+
+impl<R: tokio::io::AsyncRead + Unpin> Input<R> {
     /// Reads one whole line into `self.line` (without the newline). Cancel
     /// safe: a partial line stays in `self.line` until its end arrives.
     /// Returns `Ok(false)` at end of input, `Ok(true)` for a line, and
@@ -98,103 +323,36 @@ where
             }
         }
     }
+}
 
-    /// Queues one message for the writer task.
-    fn enqueue(&self, message: &impl serde::Serialize) -> io::Result<()> {
-        let mut line = serde_json::to_vec(message).map_err(io::Error::other)?;
-        line.push(b'\n');
-        let outbox = self.outbox.as_ref().ok_or_else(|| io::Error::from(io::ErrorKind::BrokenPipe))?;
-        outbox.send(line).map_err(|_| io::Error::from(io::ErrorKind::BrokenPipe))
+/// Whether a JSON object has an `id` member (of any value).
+fn has_id(text: &str) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Probe {
+        #[serde(default, deserialize_with = "present")]
+        id: bool,
     }
-
-    /// Writes an error response outside rmcp (for input rmcp never sees).
-    fn reply_error(&self, id: Value, code: i64, message: &str) {
-        let response = json!({ "jsonrpc": "2.0", "id": id, "error": { "code": code, "message": message } });
-        let _ = self.enqueue(&response);
+    fn present<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<bool, D::Error> {
+        serde::de::IgnoredAny::deserialize(deserializer).map(|_| true)
     }
-
-    /// Classifies one line: a message for rmcp, or something answered here.
-    fn classify(&mut self, line: &[u8]) -> Option<RxJsonRpcMessage<RoleServer>> {
-        let Ok(text) = std::str::from_utf8(line) else {
-            self.reply_error(Value::Null, -32700, "Parse error: the message is not valid UTF-8");
-            return None;
-        };
-        let text = text.trim_start_matches('\u{feff}').trim();
-        if text.is_empty() {
-            return None;
-        }
-        match serde_json::from_str::<RxJsonRpcMessage<RoleServer>>(text) {
-            Ok(message) => self.admit(message, text),
-            Err(err) if err.is_syntax() || err.is_eof() => {
-                self.reply_error(Value::Null, -32700, &format!("Parse error: {err}"));
-                None
-            }
-            Err(err) => {
-                let value: Value = serde_json::from_str(text).unwrap_or(Value::Null);
-                match &value {
-                    Value::Array(_) => {
-                        self.reply_error(Value::Null, -32600, "Invalid Request: batches are not supported")
-                    }
-                    Value::Object(map) => {
-                        let id = map.get("id").filter(|id| id.is_string() || id.is_number()).cloned();
-                        match id {
-                            Some(id) => self.reply_error(id, -32600, &format!("Invalid Request: {err}")),
-                            // A notification (no id) that rmcp cannot read gets no answer.
-                            None if map.contains_key("method") => {
-                                tracing::debug!("dropped a malformed notification: {err}");
-                            }
-                            None => self.reply_error(Value::Null, -32600, &format!("Invalid Request: {err}")),
-                        }
-                    }
-                    _ => self.reply_error(Value::Null, -32600, "Invalid Request: a message must be a JSON object"),
-                }
-                None
-            }
-        }
-    }
-
-    /// Drops what rmcp would choke on before its session starts.
-    fn admit(&mut self, message: RxJsonRpcMessage<RoleServer>, text: &str) -> Option<RxJsonRpcMessage<RoleServer>> {
-        if self.started {
-            return Some(message);
-        }
-        match &message {
-            RxJsonRpcMessage::<RoleServer>::Request(request) => {
-                use rmcp::model::ClientRequest;
-                let inline = text.contains("io.modelcontextprotocol/protocolVersion");
-                match &request.request {
-                    ClientRequest::InitializeRequest(_) => self.started = true,
-                    ClientRequest::DiscoverRequest(_) | ClientRequest::PingRequest(_) => {}
-                    _ if inline => self.started = true,
-                    _ => {
-                        let id = serde_json::to_value(&request.id).unwrap_or(Value::Null);
-                        self.reply_error(
-                            id,
-                            -32600,
-                            "Invalid Request: the session has not started; send `initialize` first \
-                             (or, for protocol 2026-07-28, the request metadata in `_meta`)",
-                        );
-                        return None;
-                    }
-                }
-                Some(message)
-            }
-            _ => {
-                tracing::debug!("dropped a notification or response that arrived before initialize");
-                None
-            }
-        }
-    }
+    use serde::Deserialize;
+    serde_json::from_str::<Probe>(text).is_ok_and(|probe| probe.id)
 }
 
 /// The writer task: writes each queued line, and flushes only when the queue
-/// is empty, so pipelined responses share one `write` call.
-async fn write_lines<W: AsyncWrite + Unpin>(mut lines: mpsc::UnboundedReceiver<Vec<u8>>, writer: W) -> io::Result<()> {
+/// is empty, so pipelined responses share one `write` call. A line's permits
+/// go back to the outbox once it is written.
+async fn write_lines<W: AsyncWrite + Unpin>(
+    mut lines: mpsc::UnboundedReceiver<(Vec<u8>, OwnedSemaphorePermit)>,
+    writer: W,
+) -> io::Result<()> {
     let mut writer = BufWriter::with_capacity(64 * 1024, writer);
-    while let Some(line) = lines.recv().await {
+    while let Some((line, permit)) = lines.recv().await {
         writer.write_all(&line).await?;
-        while let Ok(line) = lines.try_recv() {
+        drop(permit);
+        while let Ok((line, permit)) = lines.try_recv() {
             writer.write_all(&line).await?;
+            drop(permit);
         }
         writer.flush().await?;
     }
@@ -207,27 +365,48 @@ where
 {
     type Error = io::Error;
 
+    /// Queues `item` now if the outbox has room (so messages keep the order
+    /// they were sent in), else waits for room.
     fn send(
         &mut self,
         item: TxJsonRpcMessage<RoleServer>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        let answered = match &item {
-            rmcp::model::JsonRpcMessage::Response(response) => Some(&response.id),
-            rmcp::model::JsonRpcMessage::Error(error) => error.id.as_ref(),
-            _ => None,
-        };
-        if let Some(id) = answered
-            && self.cancelled.remove(id)
-        {
-            tracing::debug!("request {id} was cancelled: its response is not sent");
-            return std::future::ready(Ok(()));
+        let waiting = self.outbox.clone().ok_or_else(broken_pipe).and_then(|outbox| {
+            let mut line = serde_json::to_vec(&item).map_err(io::Error::other)?;
+            line.push(b'\n');
+            match outbox.try_permit(&line) {
+                Some(permit) => outbox.push(line, permit).map(|()| None),
+                None => Ok(Some((outbox, line))),
+            }
+        });
+        async move {
+            if let Some((outbox, line)) = waiting? {
+                let permit = outbox.permit(&line).await?;
+                outbox.push(line, permit)?;
+            }
+            Ok(())
         }
-        std::future::ready(self.enqueue(&item))
     }
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
         loop {
-            match self.read_line().await {
+            if self.ending {
+                // A handoff: this session ends here; `close` passes the transport on.
+                return None;
+            }
+            if let Some(first) = self.first.take() {
+                return Some(first);
+            }
+            if let Err(err) = self.flush_reply().await {
+                tracing::debug!("cannot answer: {err}");
+                return None;
+            }
+            // Backpressure: no new request while the client leaves replies unread.
+            if let Some(outbox) = &self.outbox {
+                outbox.room().await;
+            }
+            let input = self.input.as_mut()?;
+            match input.read_line().await {
                 Ok(Ok(true)) => {}
                 Ok(Ok(false)) => return None,
                 Ok(Err(limit)) => {
@@ -243,32 +422,43 @@ where
                     return None;
                 }
             }
-            let line = std::mem::take(&mut self.line);
+            let mut line = std::mem::take(&mut input.line);
             let message = self.classify(&line);
             // Keep the buffer's capacity for the next line, unless it grew large.
-            self.line = line;
-            self.line.clear();
-            if self.line.capacity() > 1024 * 1024 {
-                self.line.shrink_to(64 * 1024);
+            line.clear();
+            if line.capacity() > 1024 * 1024 {
+                line.shrink_to(64 * 1024);
+            }
+            if let Some(input) = &mut self.input {
+                input.line = line;
             }
             if let Some(message) = message {
-                if let rmcp::model::JsonRpcMessage::Notification(notification) = &message
-                    && let rmcp::model::ClientNotification::CancelledNotification(cancelled) =
-                        &notification.notification
-                    && let Some(id) = &cancelled.params.request_id
-                {
-                    if self.cancelled.len() >= MAX_CANCELLED {
-                        self.cancelled.clear();
-                    }
-                    self.cancelled.insert(id.clone());
-                }
                 return Some(message);
             }
         }
     }
 
-    /// Lets the writer task write what is queued, then waits for it.
+    /// Lets the writer task write what is queued, then waits for it; or, in a
+    /// handoff, passes this transport on to the next session.
     async fn close(&mut self) -> Result<(), Self::Error> {
+        if self.ending
+            && let Some(handoff) = self.handoff.take()
+        {
+            let next = LineTransport {
+                input: self.input.take(),
+                outbox: self.outbox.take(),
+                writing: self.writing.take(),
+                reply: self.reply.take(),
+                started: true,
+                inline: false,
+                first: self.first.take(),
+                ending: false,
+                handoff: None,
+            };
+            // If nobody takes it, dropping it closes the output like `close` would.
+            let _ = handoff.send(next);
+            return Ok(());
+        }
         self.outbox = None;
         match self.writing.take() {
             Some(writing) => writing.await.map_err(io::Error::other)?,
