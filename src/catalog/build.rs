@@ -1216,8 +1216,8 @@ impl Builder<'_> {
             if uri.contains("{{") || uri.contains("{%") {
                 continue; // rendered per call; checked when it runs
             }
-            let known =
-                resources.iter().any(|r| r.uri == uri) || templates.iter().any(|t| t.template.match_uri(uri).is_some());
+            let known = resources.iter().any(|r| r.uri == uri)
+                || templates.iter().any(|t| matches!(t.template.match_uri(uri), Ok(Some(_))));
             if !known {
                 let candidates: Vec<&str> = resources.iter().map(|r| r.uri.as_str()).collect();
                 let hint = match did_you_mean(uri, candidates.iter().copied()) {
