@@ -228,6 +228,7 @@ fn fixtures_cover_every_diagnostic_code() {
         "sql",
         "sql-parameter",
         "templates-folder",
+        "templates-link",
         "template-syntax",
         "unknown-database",
         "unknown-key",
@@ -239,6 +240,7 @@ fn fixtures_cover_every_diagnostic_code() {
         "uri-template",
         "wrong-type",
         "yaml-syntax",
+        "yaml-aliases",
     ];
     let mut seen = BTreeSet::new();
     for fixture in fixtures() {
