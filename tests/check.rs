@@ -229,6 +229,7 @@ fn fixtures_cover_every_diagnostic_code() {
         "sql",
         "sql-parameter",
         "templates-folder",
+        "templates-link",
         "template-syntax",
         "unknown-database",
         "unknown-key",
@@ -240,6 +241,7 @@ fn fixtures_cover_every_diagnostic_code() {
         "uri-template",
         "wrong-type",
         "yaml-syntax",
+        "yaml-aliases",
     ];
     let mut seen = BTreeSet::new();
     for fixture in fixtures() {

@@ -186,25 +186,69 @@ impl Builder<'_> {
             return;
         }
         self.templates_dir = Some(dir.clone());
-        let mut stack = vec![dir.clone()];
+        // Links are followed only where they stay inside the folder: one
+        // leading out (to a file or a folder) is skipped with a warning, so a
+        // catalog cannot have carte read, and serve, files beside it was not
+        // given. (A warning, not an error: the catalog stays valid, and a
+        // template that needed the link is reported as unknown where it is used.)
+        let Ok(root) = dir.canonicalize() else { return };
+        let link_location = match &explicit {
+            Some(origin) => self.assembled.locate(origin, "/templates"),
+            // Never the link itself: rendering a location prints its line.
+            None => Location::file_start(&self.assembled.files[0].file),
+        };
+        // Each folder with the real folders from the root down to it: a link
+        // back to one of them would walk forever.
+        let mut stack = vec![(dir.clone(), vec![root.clone()])];
         let mut found = Vec::new();
-        while let Some(folder) = stack.pop() {
+        while let Some((folder, ancestors)) = stack.pop() {
             let Ok(entries) = std::fs::read_dir(&folder) else { continue };
-            for entry in entries.flatten() {
+            let mut entries: Vec<std::fs::DirEntry> = entries.flatten().collect();
+            entries.sort_by_key(std::fs::DirEntry::file_name); // warnings in a stable order
+            for entry in entries {
                 let path = entry.path();
                 let hidden = entry.file_name().to_string_lossy().starts_with('.');
+                let Ok(kind) = entry.file_type() else { continue };
                 if hidden {
                     continue;
                 }
-                if path.is_dir() {
-                    stack.push(path);
-                } else if path.is_file() {
-                    found.push(path);
+                let target = if kind.is_symlink() {
+                    let Ok(real) = path.canonicalize() else { continue }; // dangling: no file
+                    if !real.starts_with(&root) {
+                        let shown = path.strip_prefix(&dir).unwrap_or(&path).display().to_string();
+                        let points_to = std::fs::read_link(&path).map(|t| t.display().to_string()).unwrap_or_default();
+                        self.warn(
+                            "templates-link",
+                            link_location.clone(),
+                            format!(
+                                "`{shown}` in the templates folder links outside it (to `{points_to}`); it is not read"
+                            ),
+                        )
+                        .hint = Some(
+                            "copy the file into the templates folder, or point `templates:` at a folder holding both"
+                                .to_owned(),
+                        );
+                        continue;
+                    }
+                    real
+                } else {
+                    path.clone()
+                };
+                let Ok(metadata) = std::fs::metadata(&target) else { continue };
+                if metadata.is_dir() {
+                    let Ok(real) = target.canonicalize() else { continue };
+                    if !ancestors.contains(&real) {
+                        let mut chain = ancestors.clone();
+                        chain.push(real);
+                        stack.push((path, chain));
+                    }
+                } else if metadata.is_file() {
+                    found.push((path, target));
                 }
             }
         }
         found.sort();
-        for path in found {
+        for (path, target) in found {
             let name = path
                 .strip_prefix(&dir)
                 .unwrap_or(&path)
@@ -212,7 +256,7 @@ impl Builder<'_> {
                 .map(|c| c.as_os_str().to_string_lossy().into_owned())
                 .collect::<Vec<_>>()
                 .join("/");
-            let text = match read_limited(&path) {
+            let text = match read_limited(&target) {
                 Ok(bytes) => match String::from_utf8(bytes) {
                     Ok(text) => text,
                     Err(_) => continue, // binary files (images beside templates) are not templates
@@ -1247,8 +1291,8 @@ impl Builder<'_> {
             if uri.contains("{{") || uri.contains("{%") {
                 continue; // rendered per call; checked when it runs
             }
-            let known =
-                resources.iter().any(|r| r.uri == uri) || templates.iter().any(|t| t.template.match_uri(uri).is_some());
+            let known = resources.iter().any(|r| r.uri == uri)
+                || templates.iter().any(|t| matches!(t.template.match_uri(uri), Ok(Some(_))));
             if !known {
                 let candidates: Vec<&str> = resources.iter().map(|r| r.uri.as_str()).collect();
                 let hint = match did_you_mean(uri, candidates.iter().copied()) {

@@ -385,10 +385,12 @@ impl Catalog {
     }
 
     /// The first resource template that `uri` expands, with its variables.
+    /// None for a URI over `uri_template::MAX_URI_BYTES` too:
+    /// `uri_template::check_length` tells that case apart.
     pub fn match_template(&self, uri: &str) -> Option<(&ResourceTemplate, Vec<(String, String)>)> {
         self.resource_templates
             .iter()
-            .find_map(|template| template.template.match_uri(uri).map(|vars| (template, vars)))
+            .find_map(|template| template.template.match_uri(uri).ok().flatten().map(|vars| (template, vars)))
     }
 
     /// The resource template whose `uriTemplate` is exactly `uri_template`.

@@ -8,6 +8,14 @@
 //! variables) find their place through [`Positions::locate`] with a JSON
 //! pointer such as `/tools/2/inputSchema`. `${VAR}` references are expanded
 //! here, in string values only (comments and keys are never touched).
+//!
+//! An alias (`*name`) copies its anchor's whole value, so a few lines of
+//! nested aliases could expand to gigabytes ("billion laughs"). The reader
+//! counts what the file expands to — one unit per node plus one per byte of
+//! each scalar, copies included — and refuses the file, with a located
+//! diagnostic, once that passes [`expansion_limit`] (twice the file's size
+//! plus a mebi-unit): it stops copying at that alias, so memory and time stay
+//! proportional to the file.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -86,14 +94,29 @@ impl Positions {
     }
 }
 
+/// What a file may expand to through aliases, in the units of
+/// [`Reader::produced`]: a file without aliases uses at most about one unit
+/// per byte, so this leaves room for the same again plus 1 Mi units of copies
+/// (a shared schema reused by thousands of tools fits).
+fn expansion_limit(text: &str) -> usize {
+    text.len().saturating_mul(2).saturating_add(1 << 20)
+}
+
+/// What [`read_yaml`] made of a file.
+enum Read {
+    /// The file's value and where its nodes are.
+    Value(Value, Positions),
+    /// Aliases expand the file past [`expansion_limit`]; nothing else was read.
+    TooBig(Diagnostic),
+    /// Left to serde_yaml: a syntax error (its messages are the ones carte
+    /// explains), a duplicate key, several documents.
+    Refused,
+}
+
 /// Reads YAML into JSON and [`Positions`] in one pass over the parser's
 /// events, without an intermediate tree: a 10,000-tool catalog would
 /// otherwise hold two more copies of itself while loading.
-///
-/// Returns `None` where serde_yaml should have the last word: a syntax error
-/// (its messages are the ones carte explains), a duplicate key, several
-/// documents.
-fn read_yaml(file: &Path, text: &str) -> Option<(Value, Positions)> {
+fn read_yaml(file: &Path, text: &str) -> Read {
     let mut reader = Reader {
         positions: Positions::empty(file),
         stack: Vec::new(),
@@ -101,32 +124,71 @@ fn read_yaml(file: &Path, text: &str) -> Option<(Value, Positions)> {
         root: None,
         documents: 0,
         refused: false,
+        produced: 0,
+        limit: expansion_limit(text),
+        too_big: None,
     };
-    yaml_rust2::parser::Parser::new_from_str(text).load(&mut reader, true).ok()?;
-    if reader.refused || reader.documents > 1 {
-        return None;
+    let parsed = yaml_rust2::parser::Parser::new_from_str(text).load(&mut reader, true);
+    // Checked first: serde_yaml would expand the same aliases.
+    if let Some(mark) = reader.too_big {
+        let location = Location {
+            file: file.to_path_buf(),
+            line: mark.line as usize,
+            column: mark.column as usize,
+            width: mark.width as usize,
+        };
+        let diagnostic = Diagnostic::error(
+            "yaml-aliases",
+            location,
+            format!(
+                "YAML aliases expand this file past {} units (nodes plus bytes of text); this alias is where it stopped",
+                reader.limit
+            ),
+        )
+        .with_hint("an alias (`*name`) copies its anchor's whole value, aliases inside it included; write the value out or reuse it less");
+        return Read::TooBig(diagnostic);
     }
-    Some((reader.root.unwrap_or(Value::Null), reader.positions))
+    if parsed.is_err() || reader.refused || reader.documents > 1 {
+        return Read::Refused;
+    }
+    Read::Value(reader.root.unwrap_or(Value::Null), reader.positions)
 }
 
 struct Reader {
     positions: Positions,
     stack: Vec<Frame>,
-    /// Finished nodes by anchor id, for aliases.
-    anchors: HashMap<usize, Value>,
+    /// Finished nodes by anchor id, for aliases, with what each copy costs
+    /// (the value is absent for anchors carte does not keep, such as keys).
+    anchors: HashMap<usize, (Option<Value>, usize)>,
     root: Option<Value>,
     documents: usize,
     /// Set on anything left to serde_yaml (see [`read_yaml`]).
     refused: bool,
+    /// What the file has expanded to so far: one per node, one per byte of
+    /// scalar text (keys included), every alias counting as its anchor's copy.
+    produced: usize,
+    /// [`expansion_limit`] of the file.
+    limit: usize,
+    /// The alias that took `produced` past `limit`; from then on, events are ignored.
+    too_big: Option<Mark>,
 }
 
+/// A collection being read. Each remembers its anchor and the value of
+/// [`Reader::produced`] when it opened, to know what a copy of it costs.
 enum Frame {
     /// A mapping at `pointer`; `key` is the key whose value comes next.
-    Mapping { pointer: String, map: Map<String, Value>, key: Option<(String, Mark)>, first: bool, anchor: usize },
+    Mapping {
+        pointer: String,
+        map: Map<String, Value>,
+        key: Option<(String, Mark)>,
+        first: bool,
+        anchor: usize,
+        start: usize,
+    },
     /// A sequence at `pointer`.
-    Sequence { pointer: String, items: Vec<Value>, anchor: usize },
+    Sequence { pointer: String, items: Vec<Value>, anchor: usize, start: usize },
     /// A mapping or sequence used as a key (valid YAML, never a catalog key).
-    Skipped,
+    Skipped { anchor: usize, start: usize },
 }
 
 /// Where a node goes in its parent.
@@ -142,7 +204,7 @@ impl Reader {
     fn place(&mut self, mark: Mark, key_text: Option<&str>) -> Slot {
         let (pointer, key) = match self.stack.last_mut() {
             None => (String::new(), None),
-            Some(Frame::Skipped) => return Slot::Key,
+            Some(Frame::Skipped { .. }) => return Slot::Key,
             Some(Frame::Sequence { pointer, items, .. }) => (format!("{pointer}/{}", items.len()), None),
             Some(Frame::Mapping { pointer, map, key, first, .. }) => match key {
                 Some((text, key_mark)) => (format!("{pointer}/{}", escape_pointer(text)), Some(*key_mark)),
@@ -169,14 +231,15 @@ impl Reader {
         Slot::Value(pointer)
     }
 
-    /// Puts a finished value into its parent (or makes it the root).
-    fn finish(&mut self, value: Value, anchor: usize) {
+    /// Puts a finished value into its parent (or makes it the root);
+    /// `cost` is what it added to [`Reader::produced`].
+    fn finish(&mut self, value: Value, anchor: usize, cost: usize) {
         if anchor > 0 {
-            self.anchors.insert(anchor, value.clone());
+            self.anchors.insert(anchor, (Some(value.clone()), cost));
         }
         match self.stack.last_mut() {
             None => self.root = Some(value),
-            Some(Frame::Skipped) => {}
+            Some(Frame::Skipped { .. }) => {}
             Some(Frame::Sequence { items, .. }) => items.push(value),
             Some(Frame::Mapping { map, key, .. }) => {
                 if let Some((text, _)) = key.take() {
@@ -187,42 +250,79 @@ impl Reader {
     }
 
     fn open(&mut self, mark: Mark, mapping: bool, anchor: usize) {
+        let start = self.produced;
+        self.produced += 1;
         let frame = match self.place(mark, None) {
             Slot::Value(pointer) if mapping => {
-                Frame::Mapping { pointer, map: Map::new(), key: None, first: true, anchor }
+                Frame::Mapping { pointer, map: Map::new(), key: None, first: true, anchor, start }
             }
-            Slot::Value(pointer) => Frame::Sequence { pointer, items: Vec::new(), anchor },
-            Slot::Key => Frame::Skipped,
+            Slot::Value(pointer) => Frame::Sequence { pointer, items: Vec::new(), anchor, start },
+            Slot::Key => Frame::Skipped { anchor, start },
         };
         self.stack.push(frame);
     }
 
     fn close(&mut self) {
         match self.stack.pop() {
-            Some(Frame::Mapping { map, anchor, .. }) => self.finish(Value::Object(map), anchor),
-            Some(Frame::Sequence { items, anchor, .. }) => self.finish(Value::Array(items), anchor),
-            Some(Frame::Skipped) | None => {}
+            Some(Frame::Mapping { map, anchor, start, .. }) => {
+                self.finish(Value::Object(map), anchor, self.produced - start);
+            }
+            Some(Frame::Sequence { items, anchor, start, .. }) => {
+                self.finish(Value::Array(items), anchor, self.produced - start);
+            }
+            Some(Frame::Skipped { anchor, start }) => self.remember_cost(anchor, self.produced - start),
+            None => {}
         }
+    }
+
+    /// Records what a copy of an anchored node carte does not keep costs.
+    fn remember_cost(&mut self, anchor: usize, cost: usize) {
+        if anchor > 0 {
+            self.anchors.insert(anchor, (None, cost));
+        }
+    }
+
+    /// Counts an alias as the copy of its anchor; false (and the reading
+    /// stops) if that takes the file past its limit.
+    fn afford(&mut self, cost: usize, mark: Mark) -> bool {
+        self.produced = self.produced.saturating_add(cost);
+        if self.produced > self.limit {
+            self.too_big = Some(mark);
+            return false;
+        }
+        true
     }
 }
 
 impl yaml_rust2::parser::MarkedEventReceiver for Reader {
     fn on_event(&mut self, event: yaml_rust2::Event, marker: yaml_rust2::scanner::Marker) {
+        if self.too_big.is_some() {
+            return;
+        }
         // yaml-rust2 columns count from 0.
         let mark = Mark { line: narrow(marker.line()), column: narrow(marker.col() + 1), width: 1 };
         match event {
             yaml_rust2::Event::DocumentStart => self.documents += 1,
             yaml_rust2::Event::Scalar(text, style, anchor, tag) => {
+                let cost = 1 + text.len();
+                self.produced += cost;
                 let width = if text.contains('\n') { 1 } else { narrow(text.chars().count().max(1)) };
                 if let Slot::Value(_) = self.place(Mark { width, ..mark }, Some(&text)) {
                     let value = scalar(text, style, tag.as_ref());
-                    self.finish(value, anchor);
+                    self.finish(value, anchor, cost);
+                } else {
+                    self.remember_cost(anchor, cost);
                 }
             }
             yaml_rust2::Event::Alias(id) => {
+                // Counted before anything is copied.
+                let cost = self.anchors.get(&id).map_or(0, |(_, cost)| *cost);
+                if !self.afford(cost, mark) {
+                    return;
+                }
                 if let Slot::Value(_) = self.place(mark, None) {
-                    match self.anchors.get(&id).cloned() {
-                        Some(value) => self.finish(value, 0),
+                    match self.anchors.get(&id).and_then(|(value, _)| value.clone()) {
+                        Some(value) => self.finish(value, 0, cost),
                         None => self.refused = true,
                     }
                 }
@@ -326,8 +426,9 @@ pub fn parse_file(
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<ParsedFile, Vec<Diagnostic>> {
     let (mut value, positions) = match read_yaml(path, text) {
-        Some(read) => read,
-        None => match serde_yaml::from_str::<serde_yaml::Value>(text) {
+        Read::Value(value, positions) => (value, positions),
+        Read::TooBig(diagnostic) => return Err(vec![diagnostic]),
+        Read::Refused => match serde_yaml::from_str::<serde_yaml::Value>(text) {
             Ok(yaml) => (yaml_to_json(yaml), Positions::empty(path)),
             Err(err) => return Err(vec![yaml_error(path, &err)]),
         },
@@ -561,7 +662,7 @@ mod tests {
     #[test]
     fn reads_yaml_like_serde_yaml() {
         let text = "a: 1\nb: -2\nc: 1.5\nd: true\ne: ~\nf: '1'\ng: 0x1F\nh: .inf\ni: 1e3\nj: !!str 7\nk: &x [1, {m: n}]\nl: *x\n\"o\": |\n  text\np: 1-2\nq:\n";
-        let (ours, _) = read_yaml(Path::new("c.yaml"), text).unwrap();
+        let Read::Value(ours, _) = read_yaml(Path::new("c.yaml"), text) else { panic!("not read") };
         let theirs = yaml_to_json(serde_yaml::from_str::<serde_yaml::Value>(text).unwrap());
         assert_eq!(ours, theirs);
         assert_eq!(ours["g"], json!(31));
@@ -570,7 +671,7 @@ mod tests {
 
     #[test]
     fn leaves_duplicate_keys_and_bad_yaml_to_serde_yaml() {
-        assert!(read_yaml(Path::new("c.yaml"), "a: 1\na: 2\n").is_none());
+        assert!(matches!(read_yaml(Path::new("c.yaml"), "a: 1\na: 2\n"), Read::Refused));
         let err = parse_file(Path::new("c.yaml"), "a: 1\na: 2\n", &env).unwrap_err();
         assert!(err[0].message.contains("duplicate entry"), "{}", err[0].message);
         let err = parse_file(Path::new("c.yaml"), "a: [1\n", &env).unwrap_err();
@@ -587,6 +688,55 @@ mod tests {
         assert_eq!((value.line, value.column), (2, 11));
         let missing = parsed.positions.locate("/tools/0/run");
         assert_eq!((missing.line, missing.column), (2, 5));
+    }
+
+    /// Ten levels of ten aliases each: 10^10 nodes if expanded.
+    fn billion_laughs(top_key: &str) -> String {
+        let mut text = String::from("a0: &a0 [lol]\n");
+        for level in 1..=10 {
+            let previous = format!("*a{}", level - 1);
+            text.push_str(&format!("a{level}: &a{level} [{}]\n", vec![previous; 10].join(", ")));
+        }
+        text.push_str(&format!("{top_key}: *a10\n"));
+        text
+    }
+
+    #[test]
+    fn alias_bombs_are_refused_where_they_pass_the_limit() {
+        let text = billion_laughs("tools");
+        let err = parse_file(Path::new("c.yaml"), &text, &env).unwrap_err();
+        assert_eq!(err.len(), 1, "{err:?}");
+        assert_eq!(err[0].code, "yaml-aliases");
+        // Level 5 (10^5 lols) fits; the first copy of it on level 6's line does not.
+        assert_eq!((err[0].location.line, err[0].location.column), (7, 10), "{:?}", err[0].location);
+        assert!(err[0].hint.is_some());
+    }
+
+    #[test]
+    fn alias_bombs_are_refused_when_serde_yaml_would_read_the_file() {
+        // A duplicate key leaves the file to serde_yaml, which would expand the bomb.
+        let text = format!("tools: 1\n{}", billion_laughs("tools"));
+        let err = parse_file(Path::new("c.yaml"), &text, &env).unwrap_err();
+        assert_eq!(err[0].code, "yaml-aliases");
+        // Anchors carte does not keep (on a key) still cost their copies.
+        let text = "? &k [a, b]\n: 1\nx: [*k, *k]\n";
+        assert!(matches!(read_yaml(Path::new("c.yaml"), text), Read::Refused));
+        let key = vec!["abc"; 100].join(", ");
+        let text = format!("? &k [{key}]\n: 1\nx: [{}]\n", vec!["*k"; 10_000].join(", "));
+        assert!(matches!(read_yaml(Path::new("c.yaml"), &text), Read::TooBig(_)));
+    }
+
+    #[test]
+    fn aliases_within_the_limit_are_copied() {
+        // A shared schema reused by 2,000 tools: 2,000 copies of 16 nodes.
+        let mut text = String::from(
+            "schemas:\n  room: &room\n    type: object\n    properties:\n      room: { type: string, enum: [Focus, Studio, Boardroom] }\n      hours: { type: integer, minimum: 1 }\ntools:\n",
+        );
+        for idx in 0..2000 {
+            text.push_str(&format!("  - name: t{idx}\n    inputSchema: *room\n"));
+        }
+        let parsed = parse_file(Path::new("c.yaml"), &text, &env).unwrap();
+        assert_eq!(parsed.value["tools"][1999]["inputSchema"]["properties"]["hours"]["minimum"], json!(1));
     }
 
     #[test]
