@@ -23,6 +23,7 @@ use crate::prompt::PromptError;
 use crate::render::RenderError;
 use crate::resource::ReadError;
 use crate::run::{self, ToolOutcome};
+use crate::uri_template::{self, MAX_URI_BYTES};
 
 /// The error code of a cancelled request's (normally dropped) response.
 pub const REQUEST_CANCELLED: i32 = -32800;
@@ -30,20 +31,11 @@ pub const REQUEST_CANCELLED: i32 = -32800;
 /// How many items one page of a list holds.
 pub const PAGE_SIZE: usize = 100;
 
-/// The longest URI `resources/read` accepts, in bytes. This is
-/// `uri_template::MAX_URI_BYTES` (added on the URI branch of issue 8): once
-/// both are merged, this should use that constant instead of its own.
-pub const MAX_URI_BYTES: usize = 8 * 1024;
-
 /// -32602 for a URI longer than [`MAX_URI_BYTES`], before any matching.
 pub fn check_uri_length(uri: &str) -> Result<(), ErrorData> {
-    if uri.len() > MAX_URI_BYTES {
-        return Err(ErrorData::invalid_params(
-            format!("the URI is {} bytes long; at most {MAX_URI_BYTES} bytes are accepted", uri.len()),
-            Some(json!({ "length": uri.len(), "max": MAX_URI_BYTES })),
-        ));
-    }
-    Ok(())
+    uri_template::check_length(uri).map_err(|err| {
+        ErrorData::invalid_params(err.to_string(), Some(json!({ "length": err.len, "max": MAX_URI_BYTES })))
+    })
 }
 
 /// Most completion values one answer carries (the MCP limit).
