@@ -139,3 +139,31 @@ fn a_uri_over_8_kib_is_invalid_params() {
     let fine: Value = server.result("resources/read", json!({"uri": "reservo://rooms/Studio"}));
     assert!(fine["contents"].is_array());
 }
+
+#[test]
+fn a_ping_is_answered_while_a_step_template_renders() {
+    let dir = TempDir::new("bounds-step");
+    // A log step whose data template renders slowly (error level: the
+    // session's default level lets it through).
+    let catalog = format!(
+        "server: {{ name: bounds, version: 1.0.0 }}\ntools:\n  - name: slow\n    description: Logs slowly.\n    run:\n      steps:\n        - progress: {{ progress: 1 }}\n        - log: {{ level: error, data: \"{SLOW_BLOCK}\" }}\n      text: finished\n"
+    );
+    let path = dir.write("catalog.yaml", &catalog);
+    let mut server = Server::initialized(&path, &[]);
+    server.send(&json!({"jsonrpc": "2.0", "id": "slow", "method": "tools/call",
+        "params": {"name": "slow", "arguments": {}, "_meta": {"progressToken": "p"}}}));
+    // The progress step ran: the log step's render is about to start (or running).
+    server.wait_notification("notifications/progress");
+    server.send(&json!({"jsonrpc": "2.0", "id": "ping", "method": "ping"}));
+    let deadline = Instant::now() + TIMEOUT;
+    let mut seen = Vec::new();
+    while seen.len() < 3 {
+        let message = server.next_message(deadline).expect("the ping, the log and the result arrive");
+        if message.get("id").is_some() || message["method"] == "notifications/message" {
+            seen.push(message);
+        }
+    }
+    assert_eq!(seen[0]["id"], "ping", "the ping waited for the step's template: {seen:?}");
+    assert_eq!(seen[1]["method"], "notifications/message", "{seen:?}");
+    assert_eq!(seen[2]["result"]["isError"], false, "{}", seen[2]);
+}

@@ -6,11 +6,13 @@
 //! implements over the request's MCP peer and the CLI over the terminal, so
 //! this module stays free of rmcp. Each step sees the arguments and what
 //! earlier steps produced (`elicited`, `sampled`); the client's cancellation
-//! is checked between steps.
+//! is checked between steps. Step templates render on the blocking pool, like
+//! results ([`render::off_thread`]), so a slow one holds no runtime thread.
 
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 
 use minijinja::Value as TemplateValue;
 use serde_json::{Value, json};
@@ -88,7 +90,7 @@ pub enum Stopped {
 
 /// Runs `steps` in order, adding `elicited` / `sampled` to `context`.
 pub async fn run(
-    catalog: &Catalog,
+    catalog: &Arc<Catalog>,
     tool: &str,
     steps: &[Step],
     context: &mut BTreeMap<String, TemplateValue>,
@@ -98,45 +100,30 @@ pub async fn run(
         if client.cancelled() {
             return Err(Stopped::Cancelled);
         }
-        let render = |name: &str, context: &BTreeMap<String, TemplateValue>| {
-            render::render(&catalog.env, name, TemplateValue::from(context.clone())).map_err(|err| match err {
-                RenderError::Failed(message) => Stopped::Failed(message),
-                RenderError::Template(message) => {
-                    Stopped::Failed(format!("tool `{tool}`, step {}: {message}", idx + 1))
-                }
-            })
-        };
+        let at = StepAt { catalog, tool, number: idx + 1 };
         match step {
             Step::Log { level, logger, data } => {
                 let data = match data {
-                    StepData::Template(name) => Value::String(render(name, context)?),
+                    StepData::Template(name) => Value::String(at.render(name, context).await?),
                     StepData::Literal(value) => value.clone(),
                 };
                 client.log(*level, logger.as_deref().unwrap_or("carte.tools"), data).await;
             }
             Step::Progress { progress, total, message } => {
-                let amount = |amount: &Amount| -> Result<f64, Stopped> {
-                    match amount {
-                        Amount::Number(n) => Ok(*n),
-                        Amount::Template(name) => {
-                            let text = render(name, context)?;
-                            text.trim().parse().map_err(|_| {
-                                Stopped::Failed(format!(
-                                    "tool `{tool}`, step {}: progress `{text}` is not a number",
-                                    idx + 1
-                                ))
-                            })
-                        }
-                    }
+                let progress = at.amount(progress, context).await?;
+                let total = match total {
+                    Some(total) => Some(at.amount(total, context).await?),
+                    None => None,
                 };
-                let progress = amount(progress)?;
-                let total = total.as_ref().map(amount).transpose()?;
-                let message = message.as_ref().map(|name| render(name, context)).transpose()?;
+                let message = match message {
+                    Some(name) => Some(at.render(name, context).await?),
+                    None => None,
+                };
                 client.progress(progress, total, message).await;
             }
             Step::Sleep(duration) => unless_cancelled(client, tokio::time::sleep(*duration)).await?,
             Step::Elicit { message, schema } => {
-                let message = render(message, context)?;
+                let message = at.render(message, context).await?;
                 let answer = unless_cancelled(client, client.elicit(message, schema.clone()))
                     .await?
                     .map_err(|err| Stopped::Failed(format!("tool `{tool}` could not ask the user: {err}")))?;
@@ -149,12 +136,12 @@ pub async fn run(
                         Role::User => "user",
                         Role::Assistant => "assistant",
                     };
-                    conversation
-                        .push(json!({"role": role, "content": {"type": "text", "text": render(name, context)?}}));
+                    let text = at.render(name, context).await?;
+                    conversation.push(json!({"role": role, "content": {"type": "text", "text": text}}));
                 }
                 let mut request = json!({"messages": conversation, "maxTokens": max_tokens});
                 if let Some(system) = system {
-                    request["systemPrompt"] = Value::String(render(system, context)?);
+                    request["systemPrompt"] = Value::String(at.render(system, context).await?);
                 }
                 let reply = unless_cancelled(client, client.sample(request))
                     .await?
@@ -167,4 +154,45 @@ pub async fn run(
         return Err(Stopped::Cancelled);
     }
     Ok(())
+}
+
+/// One step of one tool, for rendering its templates.
+struct StepAt<'a> {
+    catalog: &'a Arc<Catalog>,
+    tool: &'a str,
+    /// 1-based, as a person counts steps.
+    number: usize,
+}
+
+impl StepAt<'_> {
+    /// Renders template `name` with `context` on the blocking pool (see
+    /// [`render::off_thread`]); a failure stops the call with a message.
+    async fn render(&self, name: &str, context: &BTreeMap<String, TemplateValue>) -> Result<String, Stopped> {
+        let catalog = Arc::clone(self.catalog);
+        let name = name.to_owned();
+        let context = TemplateValue::from(context.clone());
+        let rendered = render::off_thread(move || render::render(&catalog.env, &name, context)).await.and_then(|r| r);
+        rendered.map_err(|err| match err {
+            RenderError::Failed(message) => Stopped::Failed(message),
+            RenderError::Template(message) => {
+                Stopped::Failed(format!("tool `{}`, step {}: {message}", self.tool, self.number))
+            }
+        })
+    }
+
+    /// A progress amount: a number, or a template that renders one.
+    async fn amount(&self, amount: &Amount, context: &BTreeMap<String, TemplateValue>) -> Result<f64, Stopped> {
+        match amount {
+            Amount::Number(n) => Ok(*n),
+            Amount::Template(name) => {
+                let text = self.render(name, context).await?;
+                text.trim().parse().map_err(|_| {
+                    Stopped::Failed(format!(
+                        "tool `{}`, step {}: progress `{text}` is not a number",
+                        self.tool, self.number
+                    ))
+                })
+            }
+        }
+    }
 }
