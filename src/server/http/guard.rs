@@ -213,21 +213,26 @@ fn authority(text: &str) -> Option<(String, Option<u16>)> {
     Some((host, port))
 }
 
+/// An `Authorization` header that is repeated or not `Bearer <token>`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the Authorization header is not one `Bearer <token>`")]
+pub struct MalformedAuthorization;
+
 /// The bearer token of a request: `Ok(None)` without an `Authorization`
 /// header; an error when it is repeated or not `Bearer <token>` (the scheme
 /// is case-insensitive, RFC 7235).
-pub fn bearer(headers: &HeaderMap) -> Result<Option<&str>, ()> {
+pub fn bearer(headers: &HeaderMap) -> Result<Option<&str>, MalformedAuthorization> {
     let mut values = headers.get_all(header::AUTHORIZATION).iter();
     let value = match (values.next(), values.next()) {
         (None, _) => return Ok(None),
         (Some(value), None) => value,
-        (Some(_), Some(_)) => return Err(()),
+        (Some(_), Some(_)) => return Err(MalformedAuthorization),
     };
-    let value = value.to_str().map_err(|_| ())?;
-    let (scheme, token) = value.split_once(' ').ok_or(())?;
+    let value = value.to_str().map_err(|_| MalformedAuthorization)?;
+    let (scheme, token) = value.split_once(' ').ok_or(MalformedAuthorization)?;
     let token = token.trim_matches(' ');
     if !scheme.eq_ignore_ascii_case("bearer") || token.is_empty() {
-        return Err(());
+        return Err(MalformedAuthorization);
     }
     Ok(Some(token))
 }

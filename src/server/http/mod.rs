@@ -261,27 +261,23 @@ async fn check_access(State(state): State<Arc<AppState>>, request: Request, next
     }
 }
 
-/// Whether the request carries the configured token (always, without one);
-/// `Err` for a missing, wrong or malformed one.
-fn authorized(state: &AppState, request: &Request) -> Result<(), Response> {
-    let Some(token) = &state.token else { return Ok(()) };
-    match guard::bearer(request.headers()) {
-        Ok(Some(presented)) if guard::same(presented.as_bytes(), token.as_bytes()) => Ok(()),
-        _ => {
-            let mut response =
-                (StatusCode::UNAUTHORIZED, Json(json!({"error": "missing or wrong bearer token"}))).into_response();
-            response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"carte\""));
-            Err(response)
-        }
-    }
+/// Whether the request carries the configured token (always true without one).
+fn authorized(state: &AppState, request: &Request) -> bool {
+    let Some(token) = &state.token else { return true };
+    matches!(guard::bearer(request.headers()), Ok(Some(presented)) if guard::same(presented.as_bytes(), token.as_bytes()))
+}
+
+/// 401 with `WWW-Authenticate`, for a missing, wrong or malformed token.
+fn unauthorized() -> Response {
+    let mut response =
+        (StatusCode::UNAUTHORIZED, Json(json!({"error": "missing or wrong bearer token"}))).into_response();
+    response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"carte\""));
+    response
 }
 
 /// Requires `Authorization: Bearer <token>` on `/mcp` when a token is configured.
 async fn authorize(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
-    match authorized(&state, &request) {
-        Ok(()) => next.run(request).await,
-        Err(response) => response,
-    }
+    if authorized(&state, &request) { next.run(request).await } else { unauthorized() }
 }
 
 /// Answers what the session manager refused: 503 when the server is at its
@@ -352,10 +348,8 @@ async fn readyz(State(state): State<Arc<AppState>>, request: Request) -> Respons
     let detailed = match (&state.token, guard::bearer(request.headers())) {
         (None, _) => true,
         (Some(_), Ok(None)) => false,
-        (Some(_), _) => match authorized(&state, &request) {
-            Ok(()) => true,
-            Err(refused) => return refused,
-        },
+        (Some(_), _) if authorized(&state, &request) => true,
+        (Some(_), _) => return unauthorized(),
     };
     if detailed {
         let status = state.shared.reload_status();

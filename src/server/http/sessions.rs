@@ -14,10 +14,17 @@
 //!   (409): only one of them would hear notifications anyway.
 //!
 //! Every live session counts, idle or streaming, until it is closed.
+//!
+//! Memory: nothing of a closed session stays reachable, but glibc's
+//! allocator keeps what the session's tasks freed in its per-thread arenas
+//! (fragmented, so never trimmed on its own): 10,000 sessions come and gone
+//! left 150 MB resident. After sessions close, the next sweep hands free
+//! pages back to the system ([`release_freed_memory`]).
 
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -93,6 +100,8 @@ pub struct Sessions {
     limit: usize,
     idle: Duration,
     live: Arc<Mutex<Live>>,
+    /// Sessions closed since memory was last handed back.
+    closed: AtomicBool,
 }
 
 impl Sessions {
@@ -100,7 +109,7 @@ impl Sessions {
     pub fn new(limit: usize, idle: Duration) -> Sessions {
         let mut local = LocalSessionManager::default();
         local.session_config.keep_alive = None;
-        Sessions { local, limit: limit.max(1), idle, live: Arc::default() }
+        Sessions { local, limit: limit.max(1), idle, live: Arc::default(), closed: AtomicBool::new(false) }
     }
 
     /// How many sessions are live.
@@ -147,10 +156,16 @@ impl Sessions {
     /// Closes sessions idle for longer than the idle timeout, until `stop`.
     pub async fn expire_idle(self: Arc<Self>, stop: CancellationToken) {
         let tick = (self.idle / 4).clamp(Duration::from_millis(10), Duration::from_secs(30));
+        let mut trimmed = Instant::now();
         loop {
             tokio::select! {
                 () = tokio::time::sleep(tick) => {}
                 () = stop.cancelled() => return,
+            }
+            // Sessions closed a tick ago have finished freeing their memory by now.
+            if trimmed.elapsed() >= TRIM_EVERY && self.closed.swap(false, Ordering::Relaxed) {
+                trimmed = Instant::now();
+                tokio::task::spawn_blocking(release_freed_memory);
             }
             let expired: Vec<SessionId> = {
                 let mut live = self.lock();
@@ -168,6 +183,7 @@ impl Sessions {
             };
             if !expired.is_empty() {
                 tracing::debug!("closing {} idle session(s)", expired.len());
+                self.closed.store(true, Ordering::Relaxed);
             }
             for id in expired {
                 if let Err(err) = self.local.close_session(&id).await {
@@ -175,6 +191,22 @@ impl Sessions {
                 }
             }
         }
+    }
+}
+
+/// Hands memory back to the system at most this often.
+const TRIM_EVERY: Duration = Duration::from_secs(1);
+
+/// Returns the free pages of the allocator's arenas to the system (glibc;
+/// elsewhere the allocator does it on its own). Blocking: it walks every arena.
+pub fn release_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        // SAFETY: malloc_trim has no preconditions; it takes each arena's lock
+        // and only releases memory that is free.
+        #[allow(unsafe_code)]
+        let released = unsafe { libc::malloc_trim(0) };
+        tracing::debug!("released freed memory to the system: {}", released == 1);
     }
 }
 
@@ -261,7 +293,9 @@ impl SessionManager for Sessions {
     }
 
     async fn close_session(&self, id: &SessionId) -> Result<(), SessionsError> {
-        self.lock().sessions.remove(id);
+        if self.lock().sessions.remove(id).is_some() {
+            self.closed.store(true, Ordering::Relaxed);
+        }
         Ok(self.local.close_session(id).await?)
     }
 
