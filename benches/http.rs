@@ -3,9 +3,12 @@
 //! 1. `tools/call get_quote` requests per second and latency with 1, 16 and
 //!    64 concurrent sessions (each a keep-alive connection calling back to back);
 //! 2. notification fan-out: 1,000 sessions with their GET streams open, one
-//!    catalog edit, and how long until the last session hears `list_changed`.
+//!    catalog edit, and how long until the last session hears `list_changed`;
+//! 3. memory: the server's RSS with 10,000 idle sessions, after they expire,
+//!    and again for a second 10,000 (memory freed is reused, not leaked).
 //!
-//! Run with `cargo bench --bench http`; figures are printed, not asserted.
+//! Run with `cargo bench --bench http` (or `-- sessions` for the third
+//! alone); figures are printed, not asserted.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -29,8 +32,13 @@ impl Drop for Server {
 }
 
 fn start(catalog: &Path) -> Server {
+    start_with(catalog, &[])
+}
+
+fn start_with(catalog: &Path, extra: &[&str]) -> Server {
     let mut child = Command::new(env!("CARGO_BIN_EXE_carte"))
         .args(["serve", "--http", "127.0.0.1:0"])
+        .args(extra)
         .arg(catalog)
         .env("CARTE_LOG", "info")
         .env("RESERVO_DATABASE_URL", "sqlite::memory:")
@@ -158,12 +166,84 @@ fn ms(duration: Duration) -> f64 {
 
 fn main() {
     let reservo = Path::new(env!("CARGO_MANIFEST_DIR")).join("catalogs/reservo.yaml");
+    if std::env::args().any(|arg| arg == "sessions") {
+        sessions_memory(&reservo, 10_000);
+        return;
+    }
     let server = start(&reservo);
     for sessions in [1, 16, 64] {
         calls(&server, sessions, Duration::from_secs(3));
     }
     drop(server);
     fan_out(1000);
+    sessions_memory(&reservo, 10_000);
+}
+
+/// The resident memory of a process, in MiB.
+fn rss_mib(pid: u32) -> f64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let kib: f64 = status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|kib| kib.parse().ok())
+        .unwrap_or(0.0);
+    kib / 1024.0
+}
+
+/// Live sessions, as `/readyz` counts them.
+fn live_sessions(addr: SocketAddr) -> u64 {
+    let mut connection = Connection::open(addr);
+    let head = format!("GET /readyz HTTP/1.1\r\nHost: {addr}\r\n\r\n");
+    connection.writer.write_all(head.as_bytes()).expect("write");
+    let (_, _, chunked, length) = connection.head();
+    let body = connection.body(chunked, length);
+    let ready: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+    ready["sessions"].as_u64().unwrap_or(u64::MAX)
+}
+
+/// RSS with `count` idle sessions, after they expire, and for a second round.
+fn sessions_memory(catalog: &Path, count: usize) {
+    let limit = (2 * count).to_string();
+    // Idle long enough for every session of a round to be live at once (debug builds are slow).
+    let idle = std::env::var("CARTE_BENCH_IDLE").unwrap_or_else(|_| "60".to_owned());
+    let server = start_with(catalog, &["--session-idle-timeout", &idle, "--max-sessions", &limit]);
+    let pid = server.child.id();
+    std::thread::sleep(Duration::from_millis(300));
+    println!("sessions memory: RSS at start {:.1} MiB", rss_mib(pid));
+    for round in 1..=2 {
+        let threads = 8;
+        let began = Instant::now();
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                let addr = server.addr;
+                std::thread::spawn(move || {
+                    let mut connection = Connection::open(addr);
+                    for _ in 0..count / threads {
+                        connection.session();
+                    }
+                })
+            })
+            .collect();
+        for worker in workers {
+            worker.join().expect("worker");
+        }
+        let live = live_sessions(server.addr);
+        println!(
+            "sessions memory, round {round}: {live} idle sessions in {:.1} s, RSS {:.1} MiB",
+            began.elapsed().as_secs_f64(),
+            rss_mib(pid)
+        );
+        let deadline = Instant::now() + TIMEOUT + Duration::from_secs(idle.parse().unwrap_or(60));
+        while live_sessions(server.addr) != 0 {
+            assert!(Instant::now() < deadline, "sessions never expired");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        println!("sessions memory, round {round}: all closed, RSS {:.1} MiB", rss_mib(pid));
+        // The sweep after the one that closed them hands the memory back.
+        std::thread::sleep(Duration::from_secs(idle.parse::<u64>().unwrap_or(60) / 4 + 1));
+        println!("sessions memory, round {round}: a sweep later, RSS {:.1} MiB", rss_mib(pid));
+    }
 }
 
 fn calls(server: &Server, sessions: usize, run_for: Duration) {

@@ -68,10 +68,20 @@ enum Command {
         /// environment variable.
         #[arg(long, value_name = "NAME", requires = "http")]
         auth_token_env: Option<String>,
-        /// HTTP: close a session after SECS without traffic (default: never; an
-        /// open notification stream keeps a session).
-        #[arg(long, value_name = "SECS", requires = "http")]
-        session_idle_timeout: Option<u64>,
+        /// HTTP: close a session after SECS without a request from its client
+        /// (an open GET stream keeps it).
+        #[arg(long, value_name = "SECS", default_value_t = 30 * 60, value_parser = clap::value_parser!(u64).range(1..))]
+        session_idle_timeout: u64,
+        /// HTTP: live sessions at most; a new one beyond is refused (503).
+        #[arg(long, value_name = "N", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
+        max_sessions: u64,
+        /// HTTP: connections at once; one more is answered 503 and closed.
+        #[arg(long, value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..))]
+        max_connections: u64,
+        /// HTTP: close a connection whose client takes longer than SECS to send a
+        /// request's headers, or sends nothing for SECS between requests.
+        #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
+        header_timeout: u64,
         /// HTTP: largest request body in bytes.
         #[arg(long, value_name = "BYTES", default_value_t = 4 * 1024 * 1024)]
         max_body_bytes: usize,
@@ -188,6 +198,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             allow_host,
             auth_token_env,
             session_idle_timeout,
+            max_sessions,
+            max_connections,
+            header_timeout,
             max_body_bytes,
         } => {
             let watch = match (no_watch, poll) {
@@ -209,13 +222,18 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                             ),
                         },
                     };
+                    let count = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+                    carte::server::http::listener::raise_descriptor_limit(count(max_connections));
                     Some(HttpOptions {
-                        addr,
                         allow_hosts: allow_host,
                         allow_origins: allow_origin,
                         auth_token,
-                        session_idle: session_idle_timeout.map(Duration::from_secs),
+                        session_idle: Duration::from_secs(session_idle_timeout),
+                        max_sessions: count(max_sessions),
+                        max_connections: count(max_connections),
+                        header_timeout: Duration::from_secs(header_timeout),
                         max_body_bytes,
+                        ..HttpOptions::new(addr)
                     })
                 }
             };

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::http::{HttpServer, send, wait_for};
+use common::http::{HttpServer, read_until_closed, send, status_of, wait_for};
 use common::{TempDir, meta_2026, tools_catalog};
 use serde_json::{Value, json};
 
@@ -167,4 +167,255 @@ fn shutdown_lets_a_call_in_flight_finish() {
         std::thread::yield_now();
     };
     assert!(status.success(), "{status:?}");
+}
+
+fn init_body() -> Value {
+    json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+}
+
+#[test]
+fn host_headers_must_be_one_plain_allowed_host() {
+    let dir = TempDir::new("http-host");
+    let path = dir.write("catalog.yaml", &tools_catalog(&["a"]));
+    let server = HttpServer::start(&path, &[], &[]);
+    for path in ["/mcp", "/readyz"] {
+        let method = if path == "/mcp" { "POST" } else { "GET" };
+        let body = (path == "/mcp").then(init_body);
+        let empty = send(server.addr, method, path, &[("Host", "")], body.as_ref());
+        assert_eq!(empty.status, 400, "an empty Host on {path}");
+        let userinfo = send(server.addr, method, path, &[("Host", "evil.com@127.0.0.1")], body.as_ref());
+        assert_eq!(userinfo.status, 400, "user info in Host on {path}");
+        let two = send(server.addr, method, path, &[("Host", "127.0.0.1"), ("Host", "evil.com")], body.as_ref());
+        assert_eq!(two.status, 400, "two Host headers on {path}");
+        let two = send(server.addr, method, path, &[("Host", "evil.com"), ("Host", "127.0.0.1")], body.as_ref());
+        assert_eq!(two.status, 400, "two Host headers on {path}");
+        let foreign = send(server.addr, method, path, &[("Host", "attacker.example.com")], body.as_ref());
+        assert_eq!(foreign.status, 403, "a foreign Host on {path}");
+        let evil = send(server.addr, method, path, &[("Origin", "https://evil.example.com")], body.as_ref());
+        assert_eq!(evil.status, 403, "a foreign Origin on {path}");
+        let fine =
+            send(server.addr, method, path, &[("Host", &format!("localhost:{}", server.addr.port()))], body.as_ref());
+        assert_eq!(fine.status, 200, "{path}");
+    }
+    // /healthz stays open for probes, whatever the Host.
+    assert_eq!(send(server.addr, "GET", "/healthz", &[("Host", "10.0.0.7:8080")], None).status, 200);
+}
+
+#[test]
+fn the_bearer_scheme_is_case_insensitive_and_readyz_details_need_the_token() {
+    let dir = TempDir::new("http-auth-scheme");
+    let path = dir.write("catalog.yaml", &tools_catalog(&["a"]));
+    let server = HttpServer::start(&path, &["--auth-token-env", "CARTE_TEST_TOKEN"], &[("CARTE_TEST_TOKEN", "s3cret")]);
+    for scheme in ["bearer", "BEARER", "Bearer"] {
+        let value = format!("{scheme} s3cret");
+        let response = send(server.addr, "POST", "/mcp", &[("Authorization", &value)], Some(&init_body()));
+        assert_eq!(response.status, 200, "{value}");
+    }
+    let basic = send(server.addr, "POST", "/mcp", &[("Authorization", "Basic czNjcmV0")], Some(&init_body()));
+    assert_eq!(basic.status, 401);
+
+    let open: Value = serde_json::from_str(&send(server.addr, "GET", "/readyz", &[], None).text()).unwrap();
+    assert_eq!(open["status"], "ready", "{open}");
+    assert_eq!(open["generation"], 1, "{open}");
+    assert!(open["clients"].is_number() && open["callsInFlight"].is_number(), "{open}");
+    for detail in ["fingerprint", "lastReloadError", "lastReloadUnixSeconds", "uptimeSeconds"] {
+        assert!(open.get(detail).is_none(), "{detail} without the token: {open}");
+    }
+    let wrong = send(server.addr, "GET", "/readyz", &[("Authorization", "Bearer nope")], None);
+    assert_eq!(wrong.status, 401);
+    let with_token = send(server.addr, "GET", "/readyz", &[("Authorization", "bearer s3cret")], None);
+    let detailed: Value = serde_json::from_str(&with_token.text()).unwrap();
+    assert!(detailed["fingerprint"].is_string(), "{detailed}");
+    assert!(detailed.get("lastReloadError").is_some(), "{detailed}");
+}
+
+#[test]
+fn allowed_origins_get_cors_and_others_do_not() {
+    let dir = TempDir::new("http-cors");
+    let path = dir.write("catalog.yaml", &tools_catalog(&["a"]));
+    let server = HttpServer::start(
+        &path,
+        &["--allow-origin", "https://app.example.com", "--auth-token-env", "CARTE_TEST_TOKEN"],
+        &[("CARTE_TEST_TOKEN", "s3cret")],
+    );
+    let app = "https://app.example.com";
+    // The preflight carries no token: it is answered before authorization.
+    let preflight = send(
+        server.addr,
+        "OPTIONS",
+        "/mcp",
+        &[
+            ("Origin", app),
+            ("Access-Control-Request-Method", "POST"),
+            ("Access-Control-Request-Headers", "authorization, content-type, mcp-session-id, mcp-protocol-version"),
+        ],
+        None,
+    );
+    assert_eq!(preflight.status, 200);
+    assert_eq!(preflight.header("access-control-allow-origin"), Some(app));
+    let methods = preflight.header("access-control-allow-methods").unwrap_or_default().to_ascii_uppercase();
+    for method in ["GET", "POST", "DELETE"] {
+        assert!(methods.contains(method), "{methods}");
+    }
+    let headers = preflight.header("access-control-allow-headers").unwrap_or_default().to_ascii_lowercase();
+    for name in ["authorization", "content-type", "mcp-session-id", "mcp-protocol-version", "last-event-id"] {
+        assert!(headers.contains(name), "{name} in {headers}");
+    }
+    assert!(preflight.header("vary").unwrap_or_default().to_ascii_lowercase().contains("origin"));
+
+    let init =
+        send(server.addr, "POST", "/mcp", &[("Origin", app), ("Authorization", "Bearer s3cret")], Some(&init_body()));
+    assert_eq!(init.status, 200);
+    assert_eq!(init.header("access-control-allow-origin"), Some(app));
+    let exposed = init.header("access-control-expose-headers").unwrap_or_default().to_ascii_lowercase();
+    assert!(exposed.contains("mcp-session-id"), "{exposed}");
+    // A browser must be able to read a 401 too (to start authorization).
+    let unauthorized = send(server.addr, "POST", "/mcp", &[("Origin", app)], Some(&init_body()));
+    assert_eq!(unauthorized.status, 401);
+    assert_eq!(unauthorized.header("access-control-allow-origin"), Some(app));
+
+    let evil = "https://evil.example.com";
+    let foreign =
+        send(server.addr, "OPTIONS", "/mcp", &[("Origin", evil), ("Access-Control-Request-Method", "POST")], None);
+    assert_eq!(foreign.status, 403);
+    assert_eq!(foreign.header("access-control-allow-origin"), None);
+    let other_port = send(
+        server.addr,
+        "OPTIONS",
+        "/mcp",
+        &[("Origin", "https://app.example.com:8443"), ("Access-Control-Request-Method", "POST")],
+        None,
+    );
+    assert_eq!(other_port.status, 403, "a rule without a port means the scheme's default port");
+}
+
+#[test]
+fn sessions_are_capped_with_a_clear_error() {
+    let dir = TempDir::new("http-max-sessions");
+    let path = dir.write("catalog.yaml", &tools_catalog(&["a"]));
+    let server = HttpServer::start(&path, &["--max-sessions", "2"], &[]);
+    let first = server.session();
+    let _second = server.session();
+    let _stream = server.get_stream(&first);
+    let full = server.initialize();
+    assert_eq!(full.status, 503);
+    assert!(full.header("retry-after").is_some());
+    let body: Value = serde_json::from_str(&full.text()).unwrap();
+    assert_eq!(body["jsonrpc"], "2.0", "{body}");
+    assert!(body["error"]["message"].as_str().unwrap_or_default().contains("session limit"), "{body}");
+    // Stateless 2026-07-28 requests need no session: still served.
+    let discover = send(
+        server.addr,
+        "POST",
+        "/mcp",
+        &[("MCP-Protocol-Version", "2026-07-28"), ("Mcp-Method", "tools/list")],
+        Some(&json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": meta_2026(json!({}))}})),
+    );
+    assert_eq!(discover.status, 200);
+    let deleted = send(
+        server.addr,
+        "DELETE",
+        "/mcp",
+        &[("Mcp-Session-Id", &first), ("MCP-Protocol-Version", "2025-11-25")],
+        None,
+    );
+    assert!(deleted.status < 300, "{}", deleted.status);
+    assert_eq!(server.initialize().status, 200, "a slot is free again");
+}
+
+#[test]
+fn idle_sessions_expire_unless_their_stream_is_open() {
+    let dir = TempDir::new("http-idle");
+    let path = dir.write("catalog.yaml", &tools_catalog(&["a"]));
+    let server = HttpServer::start(&path, &["--session-idle-timeout", "2"], &[]);
+    let listening = server.session();
+    let stream = server.get_stream(&listening);
+    assert_eq!(stream.status, 200);
+    let idle = server.session();
+    server.wait_for_sessions(1);
+    let gone = server.post(Some(&idle), &json!({"jsonrpc": "2.0", "id": 2, "method": "ping"}));
+    assert_eq!(gone.status, 404, "the idle session expired");
+    let pong = server.request(&listening, 3, "ping", json!({}));
+    assert!(pong["result"].is_object(), "the session with an open stream is kept: {pong}");
+    drop(stream);
+    server.wait_for_sessions(0);
+}
+
+#[test]
+fn one_get_stream_per_session() {
+    let dir = TempDir::new("http-streams");
+    let path = dir.write("catalog.yaml", &tools_catalog(&["a"]));
+    let server = HttpServer::start(&path, &[], &[]);
+    let session = server.session();
+    let first = server.get_stream(&session);
+    assert_eq!(first.status, 200);
+    let second = server.get_stream(&session);
+    assert_eq!(second.status, 409);
+    let body: Value = serde_json::from_str(&second.text()).unwrap();
+    assert!(body["error"]["message"].as_str().unwrap_or_default().contains("GET stream"), "{body}");
+    let other = server.session();
+    assert_eq!(server.get_stream(&other).status, 200, "the cap is per session");
+}
+
+#[test]
+fn a_slow_or_idle_connection_is_closed_after_the_header_timeout() {
+    use std::io::Write as _;
+    let dir = TempDir::new("http-slowloris");
+    let path = dir.write("catalog.yaml", &tools_catalog(&["a"]));
+    let server = HttpServer::start(&path, &["--header-timeout", "1"], &[]);
+    let mut slow = std::net::TcpStream::connect(server.addr).unwrap();
+    slow.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ").unwrap();
+    assert!(read_until_closed(&mut slow).is_some(), "a connection that never finishes its headers is closed");
+    let mut idle = std::net::TcpStream::connect(server.addr).unwrap();
+    idle.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
+    let answered = read_until_closed(&mut idle).expect("an idle keep-alive connection is closed");
+    assert_eq!(status_of(&answered), Some(200), "{}", String::from_utf8_lossy(&answered));
+}
+
+#[test]
+fn connections_beyond_the_cap_are_turned_away_until_some_close() {
+    let dir = TempDir::new("http-max-connections");
+    let path = dir.write("catalog.yaml", &tools_catalog(&["a"]));
+    let server = HttpServer::start(&path, &["--max-connections", "2", "--header-timeout", "2"], &[]);
+    let mut idle: Vec<std::net::TcpStream> =
+        (0..2).map(|_| std::net::TcpStream::connect(server.addr).unwrap()).collect();
+    let mut over = std::net::TcpStream::connect(server.addr).unwrap();
+    let refused = read_until_closed(&mut over).expect("a connection over the cap is closed at once");
+    assert_eq!(status_of(&refused), Some(503), "{}", String::from_utf8_lossy(&refused));
+    for connection in &mut idle {
+        assert!(read_until_closed(connection).is_some(), "idle connections time out");
+    }
+    // Their slots are free again (a slot frees as its connection closes: retry, bounded).
+    let deadline = std::time::Instant::now() + common::TIMEOUT;
+    loop {
+        let mut fresh = std::net::TcpStream::connect(server.addr).unwrap();
+        use std::io::Write as _;
+        fresh.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").unwrap();
+        let answer = read_until_closed(&mut fresh).unwrap_or_default();
+        if status_of(&answer) == Some(200) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "/healthz never answered: {}", String::from_utf8_lossy(&answer));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn the_open_descriptor_limit_is_raised_to_the_hard_limit() {
+    let dir = TempDir::new("http-nofile");
+    let path = dir.write("catalog.yaml", &tools_catalog(&["a"]));
+    let mut command = std::process::Command::new("sh");
+    command
+        .args(["-c", "ulimit -Sn 64 && exec \"$0\" serve --http 127.0.0.1:0 \"$1\""])
+        .arg(env!("CARGO_BIN_EXE_carte"))
+        .arg(&path);
+    let server = HttpServer::spawn(command);
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", server.child.id())).unwrap();
+    let line = limits.lines().find(|line| line.starts_with("Max open files")).unwrap();
+    let numbers: Vec<&str> = line.split_whitespace().skip(3).take(2).collect();
+    assert_eq!(numbers.len(), 2, "{line}");
+    assert_eq!(numbers[0], numbers[1], "the soft limit is raised to the hard one: {line}");
+    assert_ne!(numbers[0], "64", "{line}");
 }

@@ -269,3 +269,79 @@ pub fn wait_for(events: &Receiver<Value>, method: &str) -> Value {
         }
     }
 }
+
+/// Reads what a connection still sends until the server closes it (or
+/// resets it); `None` if it stays open for [`TIMEOUT`].
+pub fn read_until_closed(stream: &mut TcpStream) -> Option<Vec<u8>> {
+    stream.set_read_timeout(Some(TIMEOUT)).unwrap();
+    let mut received = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => return Some(received),
+            Ok(n) => received.extend_from_slice(&buf[..n]),
+            Err(err) if err.kind() == std::io::ErrorKind::ConnectionReset => return Some(received),
+            Err(_) => return None,
+        }
+    }
+}
+
+/// The status code of the first response in `bytes`, if any.
+pub fn status_of(bytes: &[u8]) -> Option<u16> {
+    let text = String::from_utf8_lossy(bytes);
+    text.strip_prefix("HTTP/1.1 ")?.get(..3)?.parse().ok()
+}
+
+impl HttpServer {
+    /// Starts `command` (a `carte serve --http 127.0.0.1:0 …`, possibly
+    /// wrapped, e.g. in `sh -c`) and learns its port from its log.
+    pub fn spawn(mut command: Command) -> HttpServer {
+        command.env("CARTE_LOG", "info").stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
+        let mut child = command.spawn().expect("carte starts");
+        let stderr = child.stderr.take().expect("stderr");
+        let (found, address) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(rest) = line.split("serving MCP at http://").nth(1)
+                    && let Ok(addr) = rest.trim_end_matches("/mcp").trim().parse::<SocketAddr>()
+                {
+                    let _ = found.send(addr);
+                }
+            }
+        });
+        let addr = address.recv_timeout(TIMEOUT).expect("carte listens and says where");
+        HttpServer { child, addr }
+    }
+
+    /// Sends `initialize` with no session; the raw response.
+    pub fn initialize(&self) -> Response {
+        let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "http-test", "version": "1"}}});
+        self.post(None, &init)
+    }
+
+    /// GETs the notification stream of `session`; the raw response (open while it lives).
+    pub fn get_stream(&self, session: &str) -> Response {
+        send(
+            self.addr,
+            "GET",
+            "/mcp",
+            &[("Accept", "text/event-stream"), ("Mcp-Session-Id", session), ("MCP-Protocol-Version", "2025-11-25")],
+            None,
+        )
+    }
+
+    /// Waits (bounded) until `/readyz` counts `count` live sessions, without
+    /// touching any (a request on a session would keep it alive).
+    pub fn wait_for_sessions(&self, count: u64) {
+        let deadline = Instant::now() + TIMEOUT;
+        loop {
+            let ready: Value = serde_json::from_str(&send(self.addr, "GET", "/readyz", &[], None).text()).unwrap();
+            if ready["sessions"] == count {
+                return;
+            }
+            assert!(Instant::now() < deadline, "never {count} sessions: {ready}");
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+}

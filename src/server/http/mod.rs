@@ -1,0 +1,368 @@
+//! MCP over Streamable HTTP, for running carte as a service: rmcp's
+//! Streamable HTTP service at `/mcp` behind axum, plus `/healthz` and
+//! `/readyz`.
+//!
+//! - [`listener`]: accepting connections, capped, with header and idle timeouts;
+//! - [`guard`]: the `Host`/`Origin` checks and the bearer token;
+//! - [`sessions`]: legacy sessions, capped, expiring when idle, one GET stream each.
+//!
+//! Every request to `/mcp` and `/readyz` passes the `Host` and `Origin`
+//! checks (loopback names by default, more by flag; 400 when malformed or
+//! ambiguous, 403 when foreign); `/mcp` then needs the bearer token when one
+//! is configured (401 with `WWW-Authenticate`, compared in constant time,
+//! never logged), and `/readyz` shows its details only with it. Allowed
+//! origins get CORS on `/mcp`. `/healthz` is open, for probes. Legacy clients
+//! get sessions (`Mcp-Session-Id`, the GET SSE stream, DELETE); 2026-07-28
+//! clients are served statelessly and listen on `subscriptions/listen`
+//! streams. Sessions and listen streams join the hub like a stdio client does.
+//!
+//! Shutdown: stop accepting connections, let tool calls in flight finish
+//! (bounded), then close every session and stream.
+
+pub mod guard;
+pub mod listener;
+pub mod sessions;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant, UNIX_EPOCH};
+
+use axum::extract::{Request, State};
+use axum::http::{HeaderName, HeaderValue, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+use tower_http::cors::{AllowOrigin, CorsLayer};
+
+use self::guard::Access;
+use self::sessions::{Refusal, Sessions};
+use super::in_flight::{Guard, InFlight};
+use super::{Handler, Shared};
+
+/// How long shutdown waits for tool calls in flight before closing sessions.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// How carte serves HTTP.
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    /// Where to listen.
+    pub addr: SocketAddr,
+    /// More `Host` values to accept (beyond localhost, 127.0.0.1, [::1] and the bound address).
+    pub allow_hosts: Vec<String>,
+    /// More `Origin` values to accept (beyond http(s)://localhost, 127.0.0.1 and [::1], any port).
+    pub allow_origins: Vec<String>,
+    /// The bearer token clients must send, if any.
+    pub auth_token: Option<String>,
+    /// Close a session after this long without activity (an open GET stream is activity).
+    pub session_idle: Duration,
+    /// Live sessions at most; a new one beyond is refused with 503.
+    pub max_sessions: usize,
+    /// Connections served at once; one more is answered 503 and closed.
+    pub max_connections: usize,
+    /// Longest wait for a request's headers, and for the next request on an idle connection.
+    pub header_timeout: Duration,
+    /// Largest request body, in bytes.
+    pub max_body_bytes: usize,
+}
+
+impl HttpOptions {
+    /// Defaults for the limits, listening on `addr`.
+    pub fn new(addr: SocketAddr) -> HttpOptions {
+        HttpOptions {
+            addr,
+            allow_hosts: Vec::new(),
+            allow_origins: Vec::new(),
+            auth_token: None,
+            session_idle: DEFAULT_SESSION_IDLE,
+            max_sessions: DEFAULT_MAX_SESSIONS,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            header_timeout: DEFAULT_HEADER_TIMEOUT,
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+        }
+    }
+}
+
+/// Default idle timeout of a session.
+pub const DEFAULT_SESSION_IDLE: Duration = Duration::from_secs(30 * 60);
+/// Default cap on live sessions.
+pub const DEFAULT_MAX_SESSIONS: usize = 10_000;
+/// Default cap on connections.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+/// Default header (and keep-alive idle) timeout.
+pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default largest request body.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
+
+struct AppState {
+    shared: Arc<Shared>,
+    token: Option<String>,
+    access: Access,
+    sessions: Arc<Sessions>,
+    started: Instant,
+    /// POST replies still being written (listen streams are not counted: they stay open).
+    replies: Arc<InFlight>,
+}
+
+/// A response body that counts as a reply in flight until it is dropped, so
+/// that shutdown closes sessions only after the last reply went out.
+struct Counted<B> {
+    body: B,
+    _reply: Guard,
+}
+
+impl<B: http_body::Body + Unpin> http_body::Body for Counted<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        std::pin::Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// Serves `shared` over HTTP until `shutdown` completes, then shuts down gracefully.
+pub async fn serve_http(
+    shared: Arc<Shared>,
+    options: HttpOptions,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(options.addr)
+        .await
+        .map_err(|err| anyhow::anyhow!("cannot listen on {}: {err}", options.addr))?;
+    let local = listener.local_addr()?;
+    let sessions_closed = CancellationToken::new();
+    let replies = Arc::new(InFlight::default());
+    let sessions = Arc::new(Sessions::new(options.max_sessions, options.session_idle));
+    let app = router(shared.clone(), &options, local, sessions.clone(), sessions_closed.clone(), replies.clone())?;
+    tokio::spawn(sessions.expire_idle(sessions_closed.clone()));
+    tracing::info!("serving MCP at http://{local}/mcp");
+
+    let stop_accepting = CancellationToken::new();
+    let limits = listener::Limits { max_connections: options.max_connections, header_timeout: options.header_timeout };
+    let server = tokio::spawn(listener::serve(listener, app, limits, stop_accepting.clone()));
+    shutdown.await;
+    tracing::info!("shutting down: finishing calls in flight");
+    stop_accepting.cancel();
+    if tokio::time::timeout(SHUTDOWN_GRACE, shared.calls.idle()).await.is_err() {
+        tracing::warn!("tool calls still running after {SHUTDOWN_GRACE:?}; closing anyway");
+    }
+    // Lets the last replies reach their clients, then ends every session and stream.
+    if tokio::time::timeout(Duration::from_secs(2), replies.idle()).await.is_err() {
+        tracing::warn!("replies still being written after 2s; closing anyway");
+    }
+    sessions_closed.cancel();
+    match tokio::time::timeout(Duration::from_secs(5), server).await {
+        Ok(Ok(())) => {}
+        Ok(Err(err)) => tracing::warn!("HTTP server task: {err}"),
+        Err(_) => tracing::warn!("connections still open after shutdown; exiting"),
+    }
+    Ok(())
+}
+
+/// The routes: `/mcp` and `/readyz` behind the Host/Origin guard, `/mcp`
+/// with CORS and the bearer token, `/healthz` open; all with the access log.
+fn router(
+    shared: Arc<Shared>,
+    options: &HttpOptions,
+    local: SocketAddr,
+    sessions: Arc<Sessions>,
+    closed: CancellationToken,
+    replies: Arc<InFlight>,
+) -> anyhow::Result<Router> {
+    let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "::1"].map(String::from).to_vec();
+    if !local.ip().is_unspecified() {
+        hosts.push(local.ip().to_string());
+    }
+    hosts.extend(options.allow_hosts.iter().cloned());
+    let mut origins: Vec<String> = Vec::new();
+    for scheme in ["http", "https"] {
+        for host in ["localhost", "127.0.0.1", "[::1]"] {
+            origins.push(format!("{scheme}://{host}:*"));
+        }
+    }
+    origins.extend(options.allow_origins.iter().cloned());
+    let access = Access::new(&hosts, &origins)?;
+    let config = StreamableHttpServerConfig::default()
+        .with_legacy_session_mode(true)
+        .with_allowed_hosts(hosts)
+        .with_allowed_origins(origins)
+        .with_max_request_body_bytes(options.max_body_bytes)
+        .with_cancellation_token(closed);
+    let factory_shared = shared.clone();
+    let mcp = StreamableHttpService::new(move || Ok(Handler::new(factory_shared.clone())), sessions.clone(), config);
+    let state = Arc::new(AppState {
+        shared,
+        token: options.auth_token.clone(),
+        access: access.clone(),
+        sessions,
+        started: Instant::now(),
+        replies,
+    });
+    let cors = cors(access);
+    Ok(Router::new()
+        .route_service("/mcp", mcp)
+        .layer(axum::middleware::from_fn_with_state(state.clone(), count_replies))
+        .layer(axum::middleware::from_fn(session_refusals))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), authorize))
+        .layer(cors)
+        .route("/readyz", get(readyz))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), check_access))
+        .route("/healthz", get(healthz))
+        .layer(axum::middleware::from_fn(access_log))
+        .with_state(state))
+}
+
+/// CORS for the allowed origins (echoed back, never `*`): what a browser
+/// client needs to send MCP's headers and read the session id.
+fn cors(access: Access) -> CorsLayer {
+    let allowed = move |origin: &HeaderValue, _: &axum::http::request::Parts| {
+        origin.to_str().is_ok_and(|origin| access.origin_allowed(origin))
+    };
+    let names = |names: &[&'static str]| names.iter().map(|name| HeaderName::from_static(name)).collect::<Vec<_>>();
+    CorsLayer::new()
+        .allow_origin(AllowOrigin::predicate(allowed))
+        .allow_methods([Method::GET, Method::POST, Method::DELETE])
+        .allow_headers(names(&[
+            "authorization",
+            "content-type",
+            "accept",
+            "mcp-session-id",
+            "mcp-protocol-version",
+            "mcp-method",
+            "mcp-name",
+            "last-event-id",
+        ]))
+        .expose_headers(names(&["mcp-session-id", "www-authenticate"]))
+        .max_age(Duration::from_secs(3600))
+}
+
+/// Refuses a request whose `Host` or `Origin` is malformed, ambiguous or foreign.
+async fn check_access(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
+    match state.access.check(request.headers()) {
+        Ok(()) => next.run(request).await,
+        Err(denied) => {
+            tracing::debug!("refused {} {}: {}", request.method(), request.uri().path(), denied.reason);
+            (denied.status, Json(json!({"error": denied.reason}))).into_response()
+        }
+    }
+}
+
+/// Whether the request carries the configured token (always true without one).
+fn authorized(state: &AppState, request: &Request) -> bool {
+    let Some(token) = &state.token else { return true };
+    matches!(guard::bearer(request.headers()), Ok(Some(presented)) if guard::same(presented.as_bytes(), token.as_bytes()))
+}
+
+/// 401 with `WWW-Authenticate`, for a missing, wrong or malformed token.
+fn unauthorized() -> Response {
+    let mut response =
+        (StatusCode::UNAUTHORIZED, Json(json!({"error": "missing or wrong bearer token"}))).into_response();
+    response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"carte\""));
+    response
+}
+
+/// Requires `Authorization: Bearer <token>` on `/mcp` when a token is configured.
+async fn authorize(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
+    if authorized(&state, &request) { next.run(request).await } else { unauthorized() }
+}
+
+/// Answers what the session manager refused: 503 when the server is at its
+/// session limit, 409 for a second GET stream on a session.
+async fn session_refusals(request: Request, next: Next) -> Response {
+    let (response, refusal) = sessions::watch(next.run(request)).await;
+    let (status, message) = match refusal {
+        None => return response,
+        Some(Refusal::Full(limit)) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("the server is at its session limit ({limit} sessions); try again later"),
+        ),
+        Some(Refusal::StreamOpen) => {
+            (StatusCode::CONFLICT, "this session already has an open GET stream; close it first".to_owned())
+        }
+    };
+    let body = json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32000, "message": message}});
+    let mut response = (status, Json(body)).into_response();
+    if status == StatusCode::SERVICE_UNAVAILABLE {
+        response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+    }
+    response
+}
+
+/// Counts POST replies (but not listen streams) until their bodies are done.
+async fn count_replies(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
+    let counted = request.method() == axum::http::Method::POST
+        && request.headers().get("mcp-method").is_none_or(|method| method != "subscriptions/listen");
+    let response = next.run(request).await;
+    if !counted {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    Response::from_parts(parts, axum::body::Body::new(Counted { body, _reply: state.replies.start() }))
+}
+
+/// One line per request at debug level (never the headers: they may carry the token).
+async fn access_log(request: Request, next: Next) -> Response {
+    let method = request.method().clone();
+    let path = request.uri().path().to_owned();
+    let started = Instant::now();
+    let response = next.run(request).await;
+    tracing::debug!(
+        target: "carte::access",
+        "{method} {path} {} {:.1}ms",
+        response.status().as_u16(),
+        started.elapsed().as_secs_f64() * 1000.0
+    );
+    response
+}
+
+async fn healthz() -> Json<serde_json::Value> {
+    Json(json!({"status": "alive"}))
+}
+
+/// The catalog being served: status and counts for anyone past the Host and
+/// Origin checks; the details (fingerprint, reload times and errors) only
+/// with the bearer token, when one is configured.
+async fn readyz(State(state): State<Arc<AppState>>, request: Request) -> Response {
+    let snapshot = state.shared.snapshot();
+    let mut ready = json!({
+        "status": "ready",
+        "generation": snapshot.generation,
+        "clients": state.shared.hub.len(),
+        "sessions": state.sessions.len(),
+        "callsInFlight": state.shared.calls.count(),
+    });
+    let detailed = match (&state.token, guard::bearer(request.headers())) {
+        (None, _) => true,
+        (Some(_), Ok(None)) => false,
+        (Some(_), _) if authorized(&state, &request) => true,
+        (Some(_), _) => return unauthorized(),
+    };
+    if detailed {
+        let status = state.shared.reload_status();
+        let last_reload = status.last_reload.and_then(|at| at.duration_since(UNIX_EPOCH).ok()).map(|at| at.as_secs());
+        let details = json!({
+            "fingerprint": snapshot.fingerprint,
+            "lastReloadUnixSeconds": last_reload,
+            "lastReloadError": status.last_error,
+            "uptimeSeconds": state.started.elapsed().as_secs(),
+        });
+        if let (Some(ready), serde_json::Value::Object(details)) = (ready.as_object_mut(), details) {
+            ready.extend(details);
+        }
+    }
+    Json(ready).into_response()
+}
