@@ -419,3 +419,28 @@ fn the_open_descriptor_limit_is_raised_to_the_hard_limit() {
     assert_eq!(numbers[0], numbers[1], "the soft limit is raised to the hard one: {line}");
     assert_ne!(numbers[0], "64", "{line}");
 }
+
+#[test]
+fn unreadable_messages_get_json_rpc_errors_over_http() {
+    let dir = TempDir::new("http-unreadable");
+    let path = dir.write("catalog.yaml", &tools_catalog(&["a"]));
+    let server = HttpServer::start(&path, &[], &[]);
+    let session = server.session();
+    let cases = [
+        (json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": "x"}), json!(3), -32602),
+        (json!({"jsonrpc": "2.0", "id": 4, "method": "no/such", "params": [1]}), json!(4), -32601),
+        (json!({"jsonrpc": "2.0", "id": true, "method": "ping"}), Value::Null, -32600),
+        (json!({"jsonrpc": "2.0", "id": {}, "method": "ping"}), Value::Null, -32600),
+    ];
+    for (message, id, code) in cases {
+        let response = server.post(Some(&session), &message);
+        assert_eq!(response.status, 400, "{message}");
+        assert!(response.header("content-type").is_some_and(|t| t.starts_with("application/json")), "{message}");
+        let reply: Value = serde_json::from_str(&response.text()).expect("a JSON-RPC error");
+        assert_eq!(reply["id"], id, "{message}: {reply}");
+        assert_eq!(reply["error"]["code"], code, "{message}: {reply}");
+    }
+    // The session still works.
+    let pong = server.request(&session, 9, "ping", json!({}));
+    assert!(pong["result"].is_object(), "{pong}");
+}

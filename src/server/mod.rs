@@ -5,7 +5,8 @@
 //! - [`hub`]: the connected sessions, for notifications;
 //! - [`stdio`]: the line transport on stdin/stdout;
 //! - [`http`]: Streamable HTTP for many clients, with health endpoints;
-//! - [`in_flight`]: counting calls and replies in flight, for shutdown.
+//! - [`in_flight`]: counting calls and replies in flight, for shutdown;
+//! - [`jsonrpc`]: what to answer a message rmcp cannot read, on every transport.
 //!
 //! [`Shared`] holds the current snapshot; every request takes it once and
 //! answers from that one.
@@ -14,6 +15,7 @@ pub mod handler;
 pub mod http;
 pub mod hub;
 pub mod in_flight;
+pub mod jsonrpc;
 pub mod snapshot;
 pub mod stdio;
 

@@ -25,6 +25,7 @@
 use std::io;
 use std::sync::Arc;
 
+use super::jsonrpc::Verdict;
 use rmcp::service::{RoleServer, RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use serde_json::{Value, json};
@@ -180,63 +181,13 @@ where
         if text.is_empty() {
             return None;
         }
-        match serde_json::from_str::<RxJsonRpcMessage<RoleServer>>(text) {
-            // rmcp reads `{"id": null, "method": …}` as a notification: a request
-            // with an id that is not a string or a number is invalid instead.
-            Ok(RxJsonRpcMessage::<RoleServer>::Notification(_)) if has_id(text) => {
-                self.reply_error(Value::Null, -32600, "Invalid Request: `id` must be a string or a number");
+        match super::jsonrpc::read(text) {
+            Verdict::Message(message) => self.admit(*message, text),
+            Verdict::Reply(reply) => {
+                self.reply_error(reply.id, reply.code, &reply.message);
                 None
             }
-            Ok(message) => self.admit(message, text),
-            Err(err) if err.is_syntax() || err.is_eof() => {
-                self.reply_error(Value::Null, -32700, &format!("Parse error: {err}"));
-                None
-            }
-            Err(err) => {
-                let value: Value = serde_json::from_str(text).unwrap_or(Value::Null);
-                match &value {
-                    Value::Array(_) => {
-                        self.reply_error(Value::Null, -32600, "Invalid Request: batches are not supported")
-                    }
-                    Value::Object(map) => self.reply_unreadable(map, &err),
-                    _ => self.reply_error(Value::Null, -32600, "Invalid Request: a message must be a JSON object"),
-                }
-                None
-            }
-        }
-    }
-
-    /// Answers an object rmcp could not read as a message.
-    fn reply_unreadable(&mut self, map: &serde_json::Map<String, Value>, err: &serde_json::Error) {
-        let Some(id) = map.get("id") else {
-            if map.contains_key("method") {
-                // A notification (no id) that rmcp cannot read gets no answer.
-                tracing::debug!("dropped a malformed notification: {err}");
-            } else {
-                self.reply_error(Value::Null, -32600, &format!("Invalid Request: {err}"));
-            }
-            return;
-        };
-        if !(id.is_string() || id.is_number()) {
-            self.reply_error(Value::Null, -32600, "Invalid Request: `id` must be a string or a number");
-            return;
-        }
-        let id = id.clone();
-        let method = map.get("method").and_then(Value::as_str);
-        let params = map.get("params").filter(|params| !params.is_null());
-        let version_2 = map.get("jsonrpc") == Some(&json!("2.0"));
-        match method {
-            // A request whose parameters are not an object: the request is
-            // valid, its parameters are not (or its method is unknown).
-            Some(method) if version_2 && params.is_some_and(|params| !params.is_object()) => {
-                if super::handler::KNOWN_METHODS.contains(&method) {
-                    let message = format!("Invalid params: the parameters of `{method}` must be an object");
-                    self.reply_error(id, -32602, &message);
-                } else {
-                    self.reply_error(id, -32601, &format!("Method not found: {method}"));
-                }
-            }
-            _ => self.reply_error(id, -32600, &format!("Invalid Request: {err}")),
+            Verdict::Ignore => None,
         }
     }
 
@@ -323,20 +274,6 @@ impl<R: tokio::io::AsyncRead + Unpin> Input<R> {
             }
         }
     }
-}
-
-/// Whether a JSON object has an `id` member (of any value).
-fn has_id(text: &str) -> bool {
-    #[derive(serde::Deserialize)]
-    struct Probe {
-        #[serde(default, deserialize_with = "present")]
-        id: bool,
-    }
-    fn present<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<bool, D::Error> {
-        serde::de::IgnoredAny::deserialize(deserializer).map(|_| true)
-    }
-    use serde::Deserialize;
-    serde_json::from_str::<Probe>(text).is_ok_and(|probe| probe.id)
 }
 
 /// The writer task: writes each queued line, and flushes only when the queue

@@ -105,6 +105,8 @@ struct AppState {
     started: Instant,
     /// POST replies still being written (listen streams are not counted: they stay open).
     replies: Arc<InFlight>,
+    /// Largest request body, in bytes.
+    max_body_bytes: usize,
 }
 
 /// A response body that counts as a reply in flight until it is dropped, so
@@ -211,10 +213,12 @@ fn router(
         sessions,
         started: Instant::now(),
         replies,
+        max_body_bytes: options.max_body_bytes,
     });
     let cors = cors(access);
     Ok(Router::new()
         .route_service("/mcp", mcp)
+        .layer(axum::middleware::from_fn_with_state(state.clone(), explain_unreadable))
         .layer(axum::middleware::from_fn_with_state(state.clone(), count_replies))
         .layer(axum::middleware::from_fn(session_refusals))
         .layer(axum::middleware::from_fn_with_state(state.clone(), authorize))
@@ -300,6 +304,38 @@ async fn session_refusals(request: Request, next: Next) -> Response {
         response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
     }
     response
+}
+
+/// rmcp answers a JSON body it cannot read as a message with a plain-text
+/// 415; a JSON-RPC client gets the JSON-RPC error stdio would answer
+/// instead (HTTP 400; a malformed notification: 202). The body is buffered
+/// (rmcp buffers it anyway) so that it can be read again when rmcp refuses it.
+async fn explain_unreadable(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
+    let json = request.headers().get(header::CONTENT_TYPE).and_then(|value| value.to_str().ok()).is_some_and(|value| {
+        value.split(';').next().is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"))
+    });
+    if request.method() != Method::POST || !json {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, state.max_body_bytes).await else {
+        let message = format!("Payload Too Large: request body exceeds {} bytes", state.max_body_bytes);
+        return (StatusCode::PAYLOAD_TOO_LARGE, message).into_response();
+    };
+    let response = next.run(Request::from_parts(parts, axum::body::Body::from(bytes.clone()))).await;
+    if response.status() != StatusCode::UNSUPPORTED_MEDIA_TYPE {
+        return response;
+    }
+    let Ok(text) = std::str::from_utf8(&bytes) else {
+        let reply = json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "Parse error: the message is not valid UTF-8"}});
+        return (StatusCode::BAD_REQUEST, Json(reply)).into_response();
+    };
+    match super::jsonrpc::read(text.trim_start_matches('\u{feff}').trim()) {
+        super::jsonrpc::Verdict::Reply(reply) => (StatusCode::BAD_REQUEST, Json(reply.to_json())).into_response(),
+        super::jsonrpc::Verdict::Ignore => StatusCode::ACCEPTED.into_response(),
+        // rmcp refused a message it can read: its own answer stands.
+        super::jsonrpc::Verdict::Message(_) => response,
+    }
 }
 
 /// Counts POST replies (but not listen streams) until their bodies are done.

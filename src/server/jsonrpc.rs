@@ -1,0 +1,143 @@
+//! What carte answers a message rmcp cannot read, the same on every
+//! transport: -32700 for text that is not JSON, -32600 for JSON that is not
+//! a request (a batch, a non-object, an id that is not a string or a
+//! number), -32602 for a known method whose `params` is not an object, and
+//! -32601 for an unknown one. A malformed notification gets no answer.
+
+use rmcp::service::{RoleServer, RxJsonRpcMessage};
+use serde_json::{Value, json};
+
+/// The answer to a request that id `id` (or `null`) cannot be served as sent.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ErrorReply {
+    /// The request's id, or `null` when it has none that can be echoed.
+    pub id: Value,
+    /// The JSON-RPC error code.
+    pub code: i64,
+    /// What was wrong, for a person.
+    pub message: String,
+}
+
+impl ErrorReply {
+    fn new(id: Value, code: i64, message: impl Into<String>) -> ErrorReply {
+        ErrorReply { id, code, message: message.into() }
+    }
+
+    /// The JSON-RPC response.
+    pub fn to_json(&self) -> Value {
+        json!({ "jsonrpc": "2.0", "id": self.id, "error": { "code": self.code, "message": self.message } })
+    }
+}
+
+/// What to do with one message's text.
+#[derive(Debug)]
+pub enum Verdict {
+    /// A message rmcp reads: hand it over.
+    Message(Box<RxJsonRpcMessage<RoleServer>>),
+    /// Answer this error instead.
+    Reply(ErrorReply),
+    /// A malformed notification: nothing to answer.
+    Ignore,
+}
+
+const BAD_ID: &str = "Invalid Request: `id` must be a string or a number";
+
+/// Reads one message (already known to be UTF-8, trimmed, not empty).
+pub fn read(text: &str) -> Verdict {
+    match serde_json::from_str::<RxJsonRpcMessage<RoleServer>>(text) {
+        // rmcp reads `{"id": null, "method": …}` as a notification: a request
+        // with an id that is not a string or a number is invalid instead.
+        Ok(RxJsonRpcMessage::<RoleServer>::Notification(_)) if has_id(text) => {
+            Verdict::Reply(ErrorReply::new(Value::Null, -32600, BAD_ID))
+        }
+        Ok(message) => Verdict::Message(Box::new(message)),
+        Err(err) if err.is_syntax() || err.is_eof() => {
+            Verdict::Reply(ErrorReply::new(Value::Null, -32700, format!("Parse error: {err}")))
+        }
+        Err(err) => match serde_json::from_str::<Value>(text).unwrap_or(Value::Null) {
+            Value::Array(_) => {
+                Verdict::Reply(ErrorReply::new(Value::Null, -32600, "Invalid Request: batches are not supported"))
+            }
+            Value::Object(map) => unreadable(&map, &err),
+            _ => {
+                Verdict::Reply(ErrorReply::new(Value::Null, -32600, "Invalid Request: a message must be a JSON object"))
+            }
+        },
+    }
+}
+
+/// The answer to an object rmcp could not read as a message.
+fn unreadable(map: &serde_json::Map<String, Value>, err: &serde_json::Error) -> Verdict {
+    let Some(id) = map.get("id") else {
+        if map.contains_key("method") {
+            tracing::debug!("dropped a malformed notification: {err}");
+            return Verdict::Ignore;
+        }
+        return Verdict::Reply(ErrorReply::new(Value::Null, -32600, format!("Invalid Request: {err}")));
+    };
+    if !(id.is_string() || id.is_number()) {
+        return Verdict::Reply(ErrorReply::new(Value::Null, -32600, BAD_ID));
+    }
+    let id = id.clone();
+    let method = map.get("method").and_then(Value::as_str);
+    let params = map.get("params").filter(|params| !params.is_null());
+    let version_2 = map.get("jsonrpc") == Some(&json!("2.0"));
+    Verdict::Reply(match method {
+        // A request whose parameters are not an object: the request is
+        // valid, its parameters are not (or its method is unknown).
+        Some(method) if version_2 && params.is_some_and(|params| !params.is_object()) => {
+            if super::handler::KNOWN_METHODS.contains(&method) {
+                ErrorReply::new(id, -32602, format!("Invalid params: the parameters of `{method}` must be an object"))
+            } else {
+                ErrorReply::new(id, -32601, format!("Method not found: {method}"))
+            }
+        }
+        _ => ErrorReply::new(id, -32600, format!("Invalid Request: {err}")),
+    })
+}
+
+/// Whether a JSON object has an `id` member (of any value).
+fn has_id(text: &str) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Probe {
+        #[serde(default, deserialize_with = "present")]
+        id: bool,
+    }
+    fn present<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<bool, D::Error> {
+        serde::de::IgnoredAny::deserialize(deserializer).map(|_| true)
+    }
+    use serde::Deserialize;
+    serde_json::from_str::<Probe>(text).is_ok_and(|probe| probe.id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reply(text: &str) -> (Value, i64) {
+        match read(text) {
+            Verdict::Reply(reply) => (reply.id, reply.code),
+            other => panic!("expected an error reply for {text}, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn each_mistake_gets_its_code() {
+        assert_eq!(reply("{nope"), (Value::Null, -32700));
+        assert_eq!(reply("[]"), (Value::Null, -32600));
+        assert_eq!(reply("5"), (Value::Null, -32600));
+        assert_eq!(reply(r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#), (Value::Null, -32600));
+        assert_eq!(reply(r#"{"jsonrpc":"2.0","id":[],"method":"ping"}"#), (Value::Null, -32600));
+        assert_eq!(reply(r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":"x"}"#), (json!(7), -32602));
+        assert_eq!(reply(r#"{"jsonrpc":"2.0","id":"a","method":"no/such","params":[1]}"#), (json!("a"), -32601));
+    }
+
+    #[test]
+    fn good_messages_pass_and_bad_notifications_are_ignored() {
+        assert!(matches!(read(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#), Verdict::Message(_)));
+        assert!(matches!(
+            read(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":"x"}"#),
+            Verdict::Ignore
+        ));
+    }
+}
