@@ -30,19 +30,7 @@ fn a_ping_is_answered_while_a_slow_render_runs_on_stdio() {
     let dir = TempDir::new("bounds-ping");
     let path = dir.write("catalog.yaml", &slow_catalog());
     let mut server = Server::initialized(&path, &[]);
-    server.send(&json!({"jsonrpc": "2.0", "id": "slow", "method": "tools/call",
-        "params": {"name": "slow", "arguments": {}, "_meta": {"progressToken": "p"}}}));
-    // The progress step ran: the render is about to start (or running).
-    server.wait_notification("notifications/progress");
-    server.send(&json!({"jsonrpc": "2.0", "id": "ping", "method": "ping"}));
-    let deadline = Instant::now() + TIMEOUT;
-    let mut replies = Vec::new();
-    while replies.len() < 2 {
-        let message = server.next_message(deadline).expect("both replies arrive");
-        if message.get("id").is_some() {
-            replies.push(message);
-        }
-    }
+    let replies = ping_beside_slow_call(&mut server, 2, |message| message.get("id").is_some());
     assert_eq!(replies[0]["id"], "ping", "the ping waited for the slow render: {replies:?}");
     assert_eq!(replies[1]["result"]["isError"], false, "{}", replies[1]);
 }
@@ -150,20 +138,29 @@ fn a_ping_is_answered_while_a_step_template_renders() {
     );
     let path = dir.write("catalog.yaml", &catalog);
     let mut server = Server::initialized(&path, &[]);
-    server.send(&json!({"jsonrpc": "2.0", "id": "slow", "method": "tools/call",
-        "params": {"name": "slow", "arguments": {}, "_meta": {"progressToken": "p"}}}));
-    // The progress step ran: the log step's render is about to start (or running).
-    server.wait_notification("notifications/progress");
-    server.send(&json!({"jsonrpc": "2.0", "id": "ping", "method": "ping"}));
-    let deadline = Instant::now() + TIMEOUT;
-    let mut seen = Vec::new();
-    while seen.len() < 3 {
-        let message = server.next_message(deadline).expect("the ping, the log and the result arrive");
-        if message.get("id").is_some() || message["method"] == "notifications/message" {
-            seen.push(message);
-        }
-    }
+    let seen = ping_beside_slow_call(&mut server, 3, |message| {
+        message.get("id").is_some() || message["method"] == "notifications/message"
+    });
     assert_eq!(seen[0]["id"], "ping", "the ping waited for the step's template: {seen:?}");
     assert_eq!(seen[1]["method"], "notifications/message", "{seen:?}");
     assert_eq!(seen[2]["result"]["isError"], false, "{}", seen[2]);
+}
+
+/// Calls the catalog's `slow` tool, waits for its progress step (the slow
+/// render comes next), sends a `ping`, and returns the first `count`
+/// messages that `keep` keeps, in the order they arrived.
+fn ping_beside_slow_call(server: &mut Server, count: usize, keep: impl Fn(&Value) -> bool) -> Vec<Value> {
+    server.send(&json!({"jsonrpc": "2.0", "id": "slow", "method": "tools/call",
+        "params": {"name": "slow", "arguments": {}, "_meta": {"progressToken": "p"}}}));
+    server.wait_notification("notifications/progress");
+    server.send(&json!({"jsonrpc": "2.0", "id": "ping", "method": "ping"}));
+    let deadline = Instant::now() + TIMEOUT;
+    let mut kept = Vec::new();
+    while kept.len() < count {
+        let message = server.next_message(deadline).expect("the ping and the slow call's messages arrive");
+        if keep(&message) {
+            kept.push(message);
+        }
+    }
+    kept
 }
