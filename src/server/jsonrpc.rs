@@ -40,9 +40,18 @@ pub enum Verdict {
     Ignore,
 }
 
+/// The text of one message's bytes: UTF-8 (else -32700), without a byte
+/// order mark or surrounding white space.
+pub fn text_of(bytes: &[u8]) -> Result<&str, ErrorReply> {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => Ok(text.trim_start_matches('\u{feff}').trim()),
+        Err(_) => Err(ErrorReply::new(Value::Null, -32700, "Parse error: the message is not valid UTF-8")),
+    }
+}
+
 const BAD_ID: &str = "Invalid Request: `id` must be a string or a number";
 
-/// Reads one message (already known to be UTF-8, trimmed, not empty).
+/// Reads one message's text (see [`text_of`]).
 pub fn read(text: &str) -> Verdict {
     match serde_json::from_str::<RxJsonRpcMessage<RoleServer>>(text) {
         // rmcp reads `{"id": null, "method": …}` as a notification: a request

@@ -173,11 +173,13 @@ where
 
     /// Classifies one line: a message for rmcp, or something answered here.
     fn classify(&mut self, line: &[u8]) -> Option<RxJsonRpcMessage<RoleServer>> {
-        let Ok(text) = std::str::from_utf8(line) else {
-            self.reply_error(Value::Null, -32700, "Parse error: the message is not valid UTF-8");
-            return None;
+        let text = match super::jsonrpc::text_of(line) {
+            Ok(text) => text,
+            Err(reply) => {
+                self.reply_error(reply.id, reply.code, &reply.message);
+                return None;
+            }
         };
-        let text = text.trim_start_matches('\u{feff}').trim();
         if text.is_empty() {
             return None;
         }

@@ -326,11 +326,11 @@ async fn explain_unreadable(State(state): State<Arc<AppState>>, request: Request
     if response.status() != StatusCode::UNSUPPORTED_MEDIA_TYPE {
         return response;
     }
-    let Ok(text) = std::str::from_utf8(&bytes) else {
-        let reply = json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32700, "message": "Parse error: the message is not valid UTF-8"}});
-        return (StatusCode::BAD_REQUEST, Json(reply)).into_response();
+    let text = match super::jsonrpc::text_of(&bytes) {
+        Ok(text) => text,
+        Err(reply) => return (StatusCode::BAD_REQUEST, Json(reply.to_json())).into_response(),
     };
-    match super::jsonrpc::read(text.trim_start_matches('\u{feff}').trim()) {
+    match super::jsonrpc::read(text) {
         super::jsonrpc::Verdict::Reply(reply) => (StatusCode::BAD_REQUEST, Json(reply.to_json())).into_response(),
         super::jsonrpc::Verdict::Ignore => StatusCode::ACCEPTED.into_response(),
         // rmcp refused a message it can read: its own answer stands.
