@@ -250,14 +250,20 @@ pub fn list_violations<'a>(violations: impl Iterator<Item = jsonschema::Validati
 /// `text`, or its first `max` bytes (at a character boundary) and "…".
 pub fn cut(mut text: String, max: usize) -> String {
     if text.len() > max {
-        let mut end = max;
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        text.truncate(end);
+        text.truncate(prefix(&text, max).len());
         text.push('…');
     }
     text
+}
+
+/// The longest start of `text` that is at most `max` bytes and ends at a
+/// character boundary.
+fn prefix(text: &str, max: usize) -> &str {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
 }
 
 /// One schema violation in words: the field and the rule it broke.
@@ -306,12 +312,9 @@ fn json_type(value: &Value) -> String {
         Value::Number(n) => format!("number {n}"),
         Value::String(s) => {
             // Only the start of a long string is quoted: the description is cut anyway.
-            let mut end = s.len().min(MAX_VIOLATION_BYTES);
-            while !s.is_char_boundary(end) {
-                end -= 1;
-            }
-            let quoted = Value::String(s[..end].to_owned());
-            if end < s.len() {
+            let start = prefix(s, MAX_VIOLATION_BYTES);
+            let quoted = Value::String(start.to_owned());
+            if start.len() < s.len() {
                 format!("string {}…", quoted.to_string().trim_end_matches('"'))
             } else {
                 format!("string {quoted}")
