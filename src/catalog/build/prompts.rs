@@ -1,0 +1,134 @@
+//! Prompts: arguments, messages, and the resources they embed.
+
+use std::collections::HashMap;
+
+use serde_json::{Map, Value, json};
+
+use crate::catalog::assemble::Declared;
+use crate::catalog::model::PromptSpec;
+use crate::catalog::{Prompt, PromptArgument, Resource, ResourceTemplate};
+use crate::diag::{Location, did_you_mean};
+
+use super::{Builder, Scope};
+
+impl Builder<'_> {
+    pub(super) fn prompt(&mut self, decl: &Declared<PromptSpec>) -> Option<Prompt> {
+        let spec = &decl.spec;
+        let origin = &decl.origin;
+        self.check_name("prompt", &spec.name, origin);
+        self.check_description("prompt", &spec.name, spec.description.as_ref(), origin);
+        let mut arguments = Vec::new();
+        let mut seen: HashMap<&str, usize> = HashMap::new();
+        for (idx, argument) in spec.arguments.iter().flatten().enumerate() {
+            if let Some(first) = seen.insert(argument.name.as_str(), idx) {
+                let location = self.assembled.locate(origin, &format!("/arguments/{idx}/name"));
+                let first_location = self.assembled.locate(origin, &format!("/arguments/{first}/name"));
+                self.error("duplicate-argument", location, format!("argument `{}` is declared twice", argument.name))
+                    .notes
+                    .push(crate::diag::Note { message: "first declared here".to_owned(), location: first_location });
+            }
+            arguments.push(PromptArgument {
+                name: argument.name.clone(),
+                required: argument.required.unwrap_or(false),
+                complete: argument.complete.clone().unwrap_or_default(),
+            });
+        }
+        let mut names: Vec<String> = arguments.iter().map(|a| a.name.clone()).collect();
+        names.extend(["data".to_owned(), "arguments".to_owned()]);
+        let mut scope = Scope::new(names);
+        let owner = format!("prompt {}:", spec.name);
+        let errors_before = self.diagnostics.iter().filter(|d| d.is_error()).count();
+        let mut messages = Vec::new();
+        let mut ok = true;
+        if spec.messages.is_empty() {
+            let location = self.assembled.locate(origin, "/messages");
+            self.error("prompt-messages", location, "prompt has no messages").hint =
+                Some("add at least one, e.g. `- { role: user, text: \"…\" }`".to_owned());
+            ok = false;
+        }
+        for (idx, message) in spec.messages.iter().enumerate() {
+            match self.block(&message.block(), &owner, origin, &format!("/messages/{idx}"), &mut scope) {
+                Some(block) => messages.push((message.role, block)),
+                None => ok = false,
+            }
+        }
+        let checked = self.diagnostics.iter().filter(|d| d.is_error()).count() == errors_before;
+        if checked && !scope.used.contains("arguments") {
+            for (idx, argument) in arguments.iter().enumerate() {
+                if !scope.used.contains(&argument.name) {
+                    let location = self.assembled.locate(origin, &format!("/arguments/{idx}/name"));
+                    self.warn(
+                        "unused-argument",
+                        location,
+                        format!("argument `{}` is never used by prompt `{}`", argument.name, spec.name),
+                    )
+                    .hint = Some("use it in a message template, or remove it".to_owned());
+                }
+            }
+        }
+        let mut wire = Map::new();
+        wire.insert("name".to_owned(), json!(spec.name));
+        if let Some(title) = &spec.title {
+            wire.insert("title".to_owned(), json!(title));
+        }
+        if let Some(description) = &spec.description {
+            wire.insert("description".to_owned(), json!(description));
+        }
+        if let Some(declared) = &spec.arguments {
+            let list: Vec<Value> = declared
+                .iter()
+                .map(|a| {
+                    let mut map = Map::new();
+                    map.insert("name".to_owned(), json!(a.name));
+                    if let Some(title) = &a.title {
+                        map.insert("title".to_owned(), json!(title));
+                    }
+                    if let Some(description) = &a.description {
+                        map.insert("description".to_owned(), json!(description));
+                    }
+                    map.insert("required".to_owned(), json!(a.required.unwrap_or(false)));
+                    Value::Object(map)
+                })
+                .collect();
+            wire.insert("arguments".to_owned(), Value::Array(list));
+        }
+        ok.then(|| Prompt { name: spec.name.clone(), wire, arguments, messages })
+    }
+
+    /// Prompt messages and content blocks that embed a resource by a fixed
+    /// URI must name one the catalog serves.
+    pub(super) fn check_prompt_resources(&mut self, resources: &[Resource], templates: &[ResourceTemplate]) {
+        let assembled = self.assembled;
+        let mut references: Vec<(&str, Location)> = Vec::new();
+        for decl in &assembled.prompts {
+            for (idx, message) in decl.spec.messages.iter().enumerate() {
+                if let Some(uri) = &message.resource {
+                    references.push((uri, assembled.locate(&decl.origin, &format!("/messages/{idx}/resource"))));
+                }
+            }
+        }
+        for decl in &assembled.tools {
+            for (idx, block) in decl.spec.run.content.iter().flatten().enumerate() {
+                if let Some(uri) = &block.resource {
+                    references.push((uri, assembled.locate(&decl.origin, &format!("/run/content/{idx}/resource"))));
+                }
+            }
+        }
+        for (uri, location) in references {
+            if uri.contains("{{") || uri.contains("{%") {
+                continue; // rendered per call; checked when it runs
+            }
+            let known = resources.iter().any(|r| r.uri == uri)
+                || templates.iter().any(|t| matches!(t.template.match_uri(uri), Ok(Some(_))));
+            if !known {
+                let candidates: Vec<&str> = resources.iter().map(|r| r.uri.as_str()).collect();
+                let hint = match did_you_mean(uri, candidates.iter().copied()) {
+                    Some(close) => format!("did you mean `{close}`?"),
+                    None => "declare it under `resources:` (or a matching `resourceTemplates:` entry)".to_owned(),
+                };
+                self.error("unknown-resource", location, format!("resource `{uri}` is not declared in this catalog"))
+                    .hint = Some(hint);
+            }
+        }
+    }
+}

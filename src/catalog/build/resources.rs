@@ -1,0 +1,245 @@
+//! Resources and resource templates: bodies, URIs and MIME types.
+
+use std::path::Path;
+
+use serde_json::{Map, json};
+
+use crate::catalog::assemble::Declared;
+use crate::catalog::model::{ResourceSpec, ResourceTemplateSpec};
+use crate::catalog::{Body, Resource, ResourceTemplate};
+use crate::diag::did_you_mean;
+use crate::uri_template::UriTemplate;
+
+use super::{Builder, Scope, present, read_limited};
+
+impl Builder<'_> {
+    pub(super) fn resource(&mut self, decl: &Declared<ResourceSpec>) -> Option<Resource> {
+        let spec = &decl.spec;
+        let origin = &decl.origin;
+        if let Err(reason) = check_uri(&spec.uri) {
+            let location = self.assembled.locate(origin, "/uri");
+            let hint = if reason.contains("scheme") {
+                "a URI starts with a scheme, e.g. `myapp://policy` or `file:///path`"
+            } else {
+                "URIs cannot hold spaces or quotes; percent-encode them (a space is %20)"
+            };
+            self.error("resource-uri", location, format!("`{}` is not a valid URI: {reason}", spec.uri)).hint =
+                Some(hint.to_owned());
+        }
+        let sources = present([
+            ("text", spec.text.is_some()),
+            ("template", spec.template.is_some()),
+            ("file", spec.file.is_some()),
+        ]);
+        if sources.len() != 1 {
+            let location = self.assembled.locate_key(origin, "");
+            let message = if sources.is_empty() {
+                format!("resource `{}` has no body", spec.uri)
+            } else {
+                format!("resource `{}` has both `{}` and `{}`", spec.uri, sources[0], sources[1])
+            };
+            self.error("resource-body", location, message).hint =
+                Some("give exactly one of `text`, `template` or `file`".to_owned());
+            return None;
+        }
+        let mut scope = Scope::new(["data".to_owned(), "uri".to_owned()]);
+        let owner = format!("resource {}:", spec.uri);
+        let mut mime_type = spec.mime_type.clone();
+        let body = if let Some(text) = &spec.text {
+            Body::Template(self.inline(format!("{owner}/text"), text, origin, "/text", &mut scope)?)
+        } else if let Some(template) = &spec.template {
+            Body::Template(self.file_template(template, origin, "/template", &mut scope)?)
+        } else {
+            let file = spec.file.as_ref()?;
+            let path = self.assembled.base_dir(origin).join(file);
+            let bytes = match read_limited(&path) {
+                Ok(bytes) => bytes,
+                Err(err) => {
+                    let location = self.assembled.locate(origin, "/file");
+                    self.error("resource-file", location, format!("cannot read `{}`: {err}", path.display())).hint =
+                        Some("paths are relative to the catalog file that names them".to_owned());
+                    return None;
+                }
+            };
+            self.inputs.record(&path, &bytes);
+            if mime_type.is_none() {
+                mime_type = guess_mime(&path).map(str::to_owned);
+            }
+            let text = match &mime_type {
+                Some(mime) => is_text_mime(mime),
+                None => std::str::from_utf8(&bytes).is_ok(),
+            };
+            if text && std::str::from_utf8(&bytes).is_err() {
+                let location = self.assembled.locate(origin, "/file");
+                self.error(
+                    "resource-file",
+                    location,
+                    format!(
+                        "`{file}` is not valid UTF-8 text but its MIME type is {}",
+                        mime_type.as_deref().unwrap_or("text")
+                    ),
+                )
+                .hint = Some(
+                    "set `mimeType:` to a binary type (e.g. application/octet-stream) to serve it as a blob".to_owned(),
+                );
+                return None;
+            }
+            Body::Bytes { bytes: bytes.into(), text }
+        };
+        let mut wire = Map::new();
+        wire.insert("uri".to_owned(), json!(spec.uri));
+        wire.insert("name".to_owned(), json!(spec.name));
+        if let Some(title) = &spec.title {
+            wire.insert("title".to_owned(), json!(title));
+        }
+        if let Some(description) = &spec.description {
+            wire.insert("description".to_owned(), json!(description));
+        }
+        if let Some(mime) = &mime_type {
+            wire.insert("mimeType".to_owned(), json!(mime));
+        }
+        if let Body::Bytes { bytes, .. } = &body {
+            wire.insert("size".to_owned(), json!(bytes.len()));
+        }
+        Some(Resource { uri: spec.uri.clone(), wire, mime_type, body })
+    }
+
+    pub(super) fn resource_template(&mut self, decl: &Declared<ResourceTemplateSpec>) -> Option<ResourceTemplate> {
+        let spec = &decl.spec;
+        let origin = &decl.origin;
+        let template = match UriTemplate::parse(&spec.uri_template) {
+            Ok(template) => template,
+            Err(reason) => {
+                let location = self.assembled.locate(origin, "/uriTemplate");
+                self.error(
+                    "uri-template",
+                    location,
+                    format!("`{}` is not a valid RFC 6570 URI template: {reason}", spec.uri_template),
+                )
+                .hint = Some("variables are written `{name}`, e.g. `myapp://rooms/{room}`".to_owned());
+                return None;
+            }
+        };
+        if let Err(reason) = check_uri(&spec.uri_template) {
+            let location = self.assembled.locate(origin, "/uriTemplate");
+            self.error("uri-template", location, format!("`{}` is not a valid URI: {reason}", spec.uri_template));
+        }
+        let variables: Vec<String> = template.variables().into_iter().map(str::to_owned).collect();
+        let mut names = variables.clone();
+        names.extend(["data".to_owned(), "uri".to_owned()]);
+        let mut scope = Scope::new(names);
+        let owner = format!("resource template {}:", spec.uri_template);
+        let body = match (&spec.text, &spec.template) {
+            (Some(text), None) => self.inline(format!("{owner}/text"), text, origin, "/text", &mut scope),
+            (None, Some(file)) => self.file_template(file, origin, "/template", &mut scope),
+            _ => {
+                let location = self.assembled.locate_key(origin, "");
+                self.error(
+                    "resource-body",
+                    location,
+                    format!("resource template `{}` needs exactly one of `text` or `template`", spec.uri_template),
+                );
+                None
+            }
+        };
+        for variable in &variables {
+            if body.is_some() && !scope.used.contains(variable) {
+                let location = self.assembled.locate(origin, "/uriTemplate");
+                self.warn(
+                    "unused-variable",
+                    location,
+                    format!("URI variable `{variable}` is never used by the body template"),
+                )
+                .hint = Some(format!("use `{{{{ {variable} }}}}` in the body, or drop it from the URI"));
+            }
+        }
+        let complete = spec.complete.clone().unwrap_or_default();
+        for key in complete.keys() {
+            if !variables.contains(key) {
+                let location = self.assembled.locate_key(origin, &format!("/complete/{key}"));
+                let hint = match did_you_mean(key, variables.iter().map(String::as_str)) {
+                    Some(close) => format!("did you mean `{close}`?"),
+                    None => format!("the URI template's variables are: {}", variables.join(", ")),
+                };
+                self.error(
+                    "complete-key",
+                    location,
+                    format!("`complete` names `{key}`, which is not a variable of `{}`", spec.uri_template),
+                )
+                .hint = Some(hint);
+            }
+        }
+        let mut wire = Map::new();
+        wire.insert("uriTemplate".to_owned(), json!(spec.uri_template));
+        wire.insert("name".to_owned(), json!(spec.name));
+        if let Some(title) = &spec.title {
+            wire.insert("title".to_owned(), json!(title));
+        }
+        if let Some(description) = &spec.description {
+            wire.insert("description".to_owned(), json!(description));
+        }
+        if let Some(mime) = &spec.mime_type {
+            wire.insert("mimeType".to_owned(), json!(mime));
+        }
+        Some(ResourceTemplate { template, wire, mime_type: spec.mime_type.clone(), body: body?, complete })
+    }
+}
+
+/// Checks that `uri` has a scheme and no characters a URI cannot hold.
+pub(super) fn check_uri(uri: &str) -> Result<(), String> {
+    let Some((scheme, rest)) = uri.split_once(':') else {
+        return Err("it has no scheme (such as `myapp:`)".to_owned());
+    };
+    let scheme_ok = scheme.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+        && scheme.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
+    if !scheme_ok {
+        return Err(format!("`{scheme}` is not a valid scheme"));
+    }
+    if rest.is_empty() {
+        return Err("nothing follows the scheme".to_owned());
+    }
+    if let Some(bad) = uri.chars().find(|c| c.is_whitespace() || matches!(c, '"' | '<' | '>' | '\\' | '^' | '`' | '|'))
+    {
+        let shown = if bad == ' ' { "a space".to_owned() } else { format!("`{}`", bad.escape_default()) };
+        return Err(format!("it contains {shown}; percent-encode it (a space is %20)"));
+    }
+    Ok(())
+}
+
+/// A MIME type from a file extension, for the common cases.
+pub(super) fn guess_mime(path: &Path) -> Option<&'static str> {
+    let ext = path.extension()?.to_str()?.to_ascii_lowercase();
+    Some(match ext.as_str() {
+        "md" | "markdown" => "text/markdown",
+        "txt" | "text" => "text/plain",
+        "html" | "htm" => "text/html",
+        "css" => "text/css",
+        "csv" => "text/csv",
+        "json" => "application/json",
+        "yaml" | "yml" => "application/yaml",
+        "xml" => "application/xml",
+        "js" => "text/javascript",
+        "png" => "image/png",
+        "jpg" | "jpeg" => "image/jpeg",
+        "gif" => "image/gif",
+        "webp" => "image/webp",
+        "svg" => "image/svg+xml",
+        "wav" => "audio/wav",
+        "mp3" => "audio/mpeg",
+        "ogg" => "audio/ogg",
+        "pdf" => "application/pdf",
+        _ => return None,
+    })
+}
+
+/// Whether content of this MIME type is served as text (else base64).
+pub(super) fn is_text_mime(mime: &str) -> bool {
+    let essence = mime.split(';').next().unwrap_or_default().trim();
+    essence.starts_with("text/")
+        || matches!(
+            essence,
+            "application/json" | "application/yaml" | "application/xml" | "application/javascript" | "image/svg+xml"
+        )
+        || essence.ends_with("+json")
+        || essence.ends_with("+xml")
+}

@@ -1,0 +1,91 @@
+//! JSON Schemas a catalog declares (`inputSchema`, `outputSchema`):
+//! checked against their meta-schema and compiled.
+
+use serde_json::{Map, Value};
+
+use crate::catalog::Schema;
+use crate::catalog::assemble::Origin;
+use crate::diag::did_you_mean;
+
+use super::Builder;
+
+impl Builder<'_> {
+    /// Validates a JSON Schema and compiles it.
+    pub(super) fn schema(&mut self, schema: &Map<String, Value>, origin: &Origin, key: &str) -> Option<Schema> {
+        let location = self.assembled.locate(origin, &format!("/{key}"));
+        let value = Value::Object(schema.clone());
+        let meta = match jsonschema::meta::validator_for(&value) {
+            Ok(meta) => meta,
+            Err(err) => {
+                let location = self.assembled.locate(origin, &format!("/{key}/$schema"));
+                self.error(
+                    "schema-invalid",
+                    location,
+                    format!("`{key}` names a meta-schema carte does not know: {err}"),
+                )
+                .hint = Some("leave out `$schema` (2020-12 is the default) or use a standard draft's URL".to_owned());
+                return None;
+            }
+        };
+        let mut reported: Vec<String> = Vec::new();
+        let errors = if meta.is_valid(&value) { Vec::new() } else { meta.iter_errors(&value).collect() };
+        for err in errors {
+            let path = err.instance_path().as_str().to_owned();
+            if reported.iter().any(|seen| path.starts_with(seen.as_str())) {
+                continue; // one message per place is enough
+            }
+            let location = self.assembled.locate(origin, &format!("/{key}{path}"));
+            let (message, hint) = explain_schema_error(key, &path, &err);
+            self.error("schema-invalid", location, message).hint = Some(hint);
+            reported.push(path);
+        }
+        if !reported.is_empty() {
+            return None;
+        }
+        if schema.get("type").and_then(Value::as_str) != Some("object") {
+            let what = if key == "inputSchema" { "arguments" } else { "structured results" };
+            self.error("schema-type", location, format!("`{key}` must have `type: object` at the top")).hint =
+                Some(format!("MCP passes {what} as an object: write `type: object` with `properties:`"));
+            return None;
+        }
+        // Compiled here to catch what the meta-schema cannot (a bad `$ref`,
+        // a bad regex), then again on first use: see `Schema`.
+        match jsonschema::validator_for(&value) {
+            Ok(_) => Some(Schema::default()),
+            Err(err) => {
+                self.error("schema-invalid", location, format!("`{key}` cannot be compiled: {err}"));
+                None
+            }
+        }
+    }
+}
+
+/// Words for a JSON Schema that breaks its meta-schema, for the common cases.
+pub(super) fn explain_schema_error(key: &str, path: &str, err: &jsonschema::ValidationError<'_>) -> (String, String) {
+    const TYPES: [&str; 7] = ["string", "number", "integer", "boolean", "object", "array", "null"];
+    let keyword = path.rsplit('/').next().unwrap_or_default();
+    let place = if path.is_empty() { format!("`{key}`") } else { format!("`{key}{}`", path.replace('/', ".")) };
+    let found = err.instance();
+    match keyword {
+        "type" => {
+            let written = found.as_str().map_or_else(|| found.to_string(), str::to_owned);
+            let hint = match did_you_mean(&written, TYPES) {
+                Some(close) => format!("did you mean `{close}`?"),
+                None => format!("JSON Schema types are: {}", TYPES.join(", ")),
+            };
+            (format!("{place}: `{written}` is not a JSON Schema type"), hint)
+        }
+        "required" => {
+            (format!("{place} must be a list of property names"), "write e.g. `required: [room, hours]`".to_owned())
+        }
+        "properties" => (
+            format!("{place} must map each property name to its schema"),
+            "write e.g. `properties: { room: { type: string } }`".to_owned(),
+        ),
+        "enum" => (format!("{place} must be a list of allowed values"), "write e.g. `enum: [basic, pro]`".to_owned()),
+        _ => (
+            format!("{place} is not valid JSON Schema: {err}"),
+            "see https://json-schema.org/understanding-json-schema/ for the keywords (2020-12)".to_owned(),
+        ),
+    }
+}
