@@ -109,13 +109,16 @@ fn fail_after_an_insert_writes_nothing() {
 }
 
 #[test]
-fn a_result_that_succeeds_commits() {
+fn a_result_that_succeeds_commits_and_a_failed_one_before_it_left_nothing() {
     let (_dir, mut server, database) = bakery("rollback-commit");
     let result = call(&mut server, "order", json!({"product": "baguette", "quantity": 3}));
     assert_eq!((result["isError"].clone(), text(&result)), (json!(false), "Ordered #1".to_owned()), "{result}");
+    assert_eq!(result["content"].as_array().map(Vec::len), Some(1), "no notice on success: {result}");
     assert_eq!(orders_in_file(&database), vec![(1, "baguette".to_owned(), 3)]);
+    let refused = call(&mut server, "grow", json!({"id": 1, "extra": 100}));
+    assert_eq!(refused["isError"], true, "{refused}");
     let grown = call(&mut server, "grow", json!({"id": 1, "extra": 4}));
-    assert_eq!(grown["structuredContent"], json!({"quantity": 7}), "{grown}");
+    assert_eq!(grown["structuredContent"], json!({"quantity": 7}), "3 + 4, not 3 + 100 + 4: {grown}");
     assert_eq!(orders_in_file(&database), vec![(1, "baguette".to_owned(), 7)]);
 }
 
