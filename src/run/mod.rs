@@ -2,10 +2,17 @@
 //! effect (if any), then render the result.
 //!
 //! Each effect lives in its own file (`sql` now; `command` and `http` slot in
-//! beside it): an effect takes the arguments and returns the variables its
-//! result template sees (`rows` for `sql`). Every failure a caller can cause
-//! or a catalog can hit at run time becomes an `isError` result, never a
-//! crash and never a protocol error.
+//! beside it): an effect takes the arguments and gives the variables its
+//! result template sees (`rows` for `sql`). The result is rendered before
+//! the effect's work is final: `sql` hands its rows to the render inside the
+//! statement's transaction ([`sql::Database::transact`]) and commits only if
+//! the result succeeded, so a result that fails (`fail()`, a render error,
+//! an `outputSchema` violation, the timeout, a cancelled call) changes
+//! nothing and a retry cannot do the work twice. Steps (which may wait for
+//! a person) all run before the effect, never inside a transaction.
+//!
+//! Every failure a caller can cause or a catalog can hit at run time becomes
+//! an `isError` result, never a crash and never a protocol error.
 
 pub mod sql;
 pub mod steps;
@@ -60,7 +67,8 @@ pub async fn call(
     match steps::run(catalog, &tool.name, &tool.steps, &mut context, client).await {
         Err(steps::Stopped::Cancelled) => Err(Cancelled),
         Err(steps::Stopped::Failed(message)) => Ok(ToolOutcome::error(message)),
-        // A cancelled call drops its effect, which stops its work (an SQL statement).
+        // A cancelled call drops its effect, which stops its work (an SQL
+        // statement) and rolls back a write whose result was rendering.
         Ok(()) => tokio::select! {
             outcome = finish(catalog, tool, arguments, context) => Ok(outcome),
             () = client.until_cancelled() => Err(Cancelled),
@@ -84,42 +92,70 @@ fn check_arguments(tool: &Tool, arguments: Map<String, Value>) -> Result<Map<Str
     }
 }
 
-/// Runs the effect, then renders the result on the blocking pool (see
+/// Runs the effect and renders the result on the blocking pool (see
 /// [`render::off_thread`]): a slow template never holds a runtime thread.
+/// A statement that writes is committed only once its result rendered (and
+/// matched `outputSchema`): a result that fails rolls it back.
 async fn finish(
     catalog: &Arc<Catalog>,
     tool: &Tool,
     arguments: Map<String, Value>,
-    mut context: BTreeMap<String, TemplateValue>,
+    context: BTreeMap<String, TemplateValue>,
 ) -> ToolOutcome {
-    let mut effect_result: Option<Value> = None;
-    let mut notice = None;
-    if let Some(effect) = &tool.effect {
-        match run_effect(effect, arguments).await {
-            Ok(output) => {
-                for (name, value) in output.variables {
-                    context.insert(name.clone(), crate::render::to_value(&value));
-                    effect_result = Some(value);
+    match &tool.effect {
+        None => render_outcome(catalog, &tool.name, context, None).await,
+        Some(Effect::Sql { database, statement, timeout }) => {
+            let outcome = database
+                .transact(statement, arguments, *timeout, |rows| {
+                    let (output, notice) = sql_output(rows);
+                    let (mut context, mut effect_result) = (context, None);
+                    for (name, value) in output {
+                        context.insert(name, crate::render::to_value(&value));
+                        effect_result = Some(value);
+                    }
+                    async move {
+                        let mut outcome = render_outcome(catalog, &tool.name, context, effect_result).await;
+                        if outcome.is_error {
+                            return Err(outcome);
+                        }
+                        // What the model reading the result must know (e.g. rows were left out).
+                        outcome.blocks.extend(notice.map(Output::Text));
+                        Ok(outcome)
+                    }
+                })
+                .await;
+            match outcome {
+                Ok(outcome) => outcome,
+                Err(sql::Aborted::Refused { reason: mut outcome, rolled_back }) => {
+                    if rolled_back {
+                        outcome.blocks.push(Output::Text(ROLLED_BACK.to_owned()));
+                    }
+                    outcome
                 }
-                notice = output.notice;
+                Err(sql::Aborted::Statement(err)) => ToolOutcome::error(format!("tool `{}` failed: {err}", tool.name)),
             }
-            Err(message) => return ToolOutcome::error(format!("tool `{}` failed: {message}", tool.name)),
         }
     }
+}
+
+/// Added to a failed result whose statement wrote: the model may retry
+/// without fear of doing it twice.
+pub const ROLLED_BACK: &str = "[carte: the result failed, so its statement was rolled back: nothing was changed]";
+
+/// Renders the result of tool `name` with `context` on the blocking pool.
+async fn render_outcome(
+    catalog: &Arc<Catalog>,
+    name: &str,
+    context: BTreeMap<String, TemplateValue>,
+    effect_result: Option<Value>,
+) -> ToolOutcome {
     let catalog = Arc::clone(catalog);
-    let name = tool.name.clone();
+    let name = name.to_owned();
     let rendered = render::off_thread(move || match catalog.tool(&name) {
         Some(tool) => render_result(&catalog, tool, TemplateValue::from(context), effect_result),
         None => ToolOutcome::error(format!("tool `{name}` is gone")),
     });
-    let mut outcome = rendered.await.unwrap_or_else(render_failure);
-    // What the model reading the result must know (e.g. rows were left out).
-    if let Some(notice) = notice
-        && !outcome.is_error
-    {
-        outcome.blocks.push(Output::Text(notice));
-    }
-    outcome
+    rendered.await.unwrap_or_else(render_failure)
 }
 
 /// Renders the result of `tool` with `context` (blocking: templates run here).
@@ -147,38 +183,18 @@ fn render_result(catalog: &Catalog, tool: &Tool, context: TemplateValue, effect_
     }
 }
 
-/// What an effect produced.
-struct EffectOutput {
-    /// The variables its result template sees; the last one is the effect's
-    /// result (what `EffectJson` prints).
-    variables: Vec<(String, Value)>,
-    /// A line added to the result as its own text block.
-    notice: Option<String>,
-}
-
-async fn run_effect(effect: &Effect, arguments: Map<String, Value>) -> Result<EffectOutput, String> {
-    match effect {
-        Effect::Sql { database, statement, timeout } => {
-            let (database, statement, timeout) = (database.clone(), statement.clone(), *timeout);
-            // Dropping this future (a cancelled call) stops the statement.
-            let cancel = sql::CancelOnDrop::default();
-            let flag = cancel.0.clone();
-            let rows = tokio::task::spawn_blocking(move || database.execute(&statement, &arguments, timeout, &flag))
-                .await
-                .map_err(|err| format!("the statement did not finish: {err}"))?
-                .map_err(|err| err.to_string())?;
-            drop(cancel);
-            let notice = rows.truncated.then(|| {
-                format!(
-                    "[carte: the statement returned more than {max} rows; this result was made from the first {max} only]",
-                    max = sql::MAX_ROWS
-                )
-            });
-            let truncated = ("truncated".to_owned(), Value::Bool(rows.truncated));
-            let rows = ("rows".to_owned(), Value::Array(rows.rows.into_iter().map(Value::Object).collect()));
-            Ok(EffectOutput { variables: vec![truncated, rows], notice })
-        }
-    }
+/// The variables a `sql` result sees (`truncated`, then `rows`: the last one
+/// is what `EffectJson` prints), and a notice if rows were left out.
+fn sql_output(rows: sql::Rows) -> (Vec<(String, Value)>, Option<String>) {
+    let notice = rows.truncated.then(|| {
+        format!(
+            "[carte: the statement returned more than {max} rows; this result was made from the first {max} only]",
+            max = sql::MAX_ROWS
+        )
+    });
+    let truncated = ("truncated".to_owned(), Value::Bool(rows.truncated));
+    let rows = ("rows".to_owned(), Value::Array(rows.rows.into_iter().map(Value::Object).collect()));
+    (vec![truncated, rows], notice)
 }
 
 fn render_failure(err: RenderError) -> ToolOutcome {

@@ -13,14 +13,22 @@
 //! database's setup succeeded. (A PostgreSQL backend would probe with
 //! `BEGIN; setup; PREPARE …; ROLLBACK` on a connection of its own.)
 //!
-//! rusqlite is synchronous; callers on the async side run [`Database::execute`]
-//! on the blocking pool so a slow query never stalls other requests. A
-//! statement is stopped by SQLite's progress handler when it runs past its
-//! timeout or when its call is cancelled (see [`CancelOnDrop`]), and at most
-//! [`MAX_ROWS`] rows are read from it.
+//! A tool call runs its statement through [`Database::transact`]:
+//! statement → rows → the caller renders its result → commit, or roll back
+//! if the result failed, ran past the timeout or the call was cancelled. A
+//! statement that writes nothing commits before its result renders, so a
+//! read never holds the database while a template runs. rusqlite is
+//! synchronous: the statement runs on the blocking pool and the render is
+//! awaited on the async side, so neither a slow query nor a waiting
+//! transaction stalls other requests. A statement is stopped by SQLite's
+//! progress handler when it runs past its timeout or when its call is
+//! cancelled (see [`CancelOnDrop`]), and at most [`MAX_ROWS`] rows are read
+//! from it.
 
+use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::RecvTimeoutError;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -53,6 +61,9 @@ pub struct Database {
     /// The `setup` last committed on it (`None`: never), so that a reload
     /// runs `setup` again only if it changed.
     applied: Mutex<Option<Vec<String>>>,
+    /// One tool call at a time uses the connection: [`Database::transact`]
+    /// waits for its turn here, holding no thread, before it takes one.
+    turn: Arc<tokio::sync::Semaphore>,
 }
 
 /// Why a statement failed when a tool ran.
@@ -67,9 +78,31 @@ pub enum SqlError {
     /// The call was cancelled; the statement was stopped.
     #[error("the call was cancelled; the statement was stopped")]
     Cancelled,
+    /// The statement wrote, and its result was not ready by the time its
+    /// transaction had to end: it was rolled back.
+    #[error("the statement and its result took longer than the database's timeout ({}); the statement was rolled back and nothing was changed", show_duration(*.0))]
+    Unfinished(Duration),
+    /// The statement wrote, and its result failed: it was rolled back.
+    #[error("the result failed, so the statement was rolled back; nothing was changed")]
+    RolledBack,
     /// Anything else SQLite reported.
     #[error("database error: {0}")]
     Other(String),
+}
+
+/// Why [`Database::transact`] returned no result.
+#[derive(Debug)]
+pub enum Aborted<E> {
+    /// The statement failed, ran past its timeout (with its result), was
+    /// cancelled, or could not commit: nothing was changed.
+    Statement(SqlError),
+    /// `finish` failed with this; if the statement wrote, it was rolled back.
+    Refused {
+        /// What `finish` returned.
+        reason: E,
+        /// Whether the statement had written (and was rolled back).
+        rolled_back: bool,
+    },
 }
 
 /// The rows a statement produced, at most [`MAX_ROWS`] of them.
@@ -136,7 +169,12 @@ impl Database {
         {
             return Err(format!("folder `{}` does not exist", parent.display()));
         }
-        Ok(Database { path, connection: Mutex::default(), applied: Mutex::default() })
+        Ok(Database {
+            path,
+            connection: Mutex::default(),
+            applied: Mutex::default(),
+            turn: Arc::new(tokio::sync::Semaphore::new(1)),
+        })
     }
 
     /// The `setup` last committed on this database (`None`: never).
@@ -163,8 +201,8 @@ impl Database {
 
     /// Runs `statement` with `arguments` bound to its `:params`, in a
     /// transaction, and returns the first [`MAX_ROWS`] rows it produced
-    /// (column → value). It is stopped after `timeout`, or as soon as
-    /// `cancel` is set; a stopped statement changes nothing.
+    /// (column → value), committed. It is stopped after `timeout`, or as soon
+    /// as `cancel` is set; a stopped statement changes nothing.
     pub fn execute(
         &self,
         statement: &str,
@@ -172,6 +210,30 @@ impl Database {
         timeout: Duration,
         cancel: &Arc<AtomicBool>,
     ) -> Result<Rows, SqlError> {
+        let mut kept = None;
+        self.execute_then(statement, arguments, timeout, cancel, |rows, _| {
+            kept = Some(rows);
+            Ok(())
+        })?;
+        Ok(kept.unwrap_or_default())
+    }
+
+    /// Runs `statement` like [`Database::execute`], then hands its rows to
+    /// `decide`. If the statement changed something, `decide` runs inside
+    /// its transaction, with the deadline by which the transaction must end
+    /// (`timeout` after the statement began): the transaction commits only
+    /// if `decide` returns `Ok`, and an `Err` rolls it back and is returned.
+    /// A statement that writes nothing (SQLite's `sqlite3_stmt_readonly`)
+    /// is committed first, and `decide` gets no deadline: nothing waits on
+    /// its answer and the database is free again.
+    pub fn execute_then(
+        &self,
+        statement: &str,
+        arguments: &Map<String, Value>,
+        timeout: Duration,
+        cancel: &Arc<AtomicBool>,
+        decide: impl FnOnce(Rows, Option<Instant>) -> Result<(), SqlError>,
+    ) -> Result<(), SqlError> {
         let mut guard = lock(&self.connection);
         let Some(connection) = guard.as_mut() else {
             return Err(SqlError::Other("the database is not open: its catalog's setup was never applied".to_owned()));
@@ -180,15 +242,18 @@ impl Database {
             return Err(SqlError::Cancelled);
         }
         connection.busy_timeout(timeout).map_err(|err| SqlError::Other(err.to_string()))?;
-        let outcome = bounded(connection, timeout, Some(cancel.clone()), |connection| {
+        let deadline = Instant::now() + timeout;
+        let mut decide = Some(decide);
+        let outcome = bounded(connection, deadline, Some(cancel.clone()), |connection| {
             let transaction = connection.transaction()?;
-            let rows = {
+            let (rows, writes) = {
                 let mut prepared = transaction.prepare_cached(statement)?;
                 for idx in 1..=prepared.parameter_count() {
                     let name = prepared.parameter_name(idx).map(|n| n[1..].to_owned()).unwrap_or_default();
                     let value = arguments.get(&name).map(to_sql).unwrap_or(SqlValue::Null);
                     prepared.raw_bind_parameter(idx, value)?;
                 }
+                let writes = !prepared.readonly();
                 let columns: Vec<String> = prepared.column_names().map(str::to_owned).collect();
                 let mut raw = prepared.raw_query();
                 let mut rows = Rows::default();
@@ -203,13 +268,127 @@ impl Database {
                     }
                     rows.rows.push(record);
                 }
-                rows
+                (rows, writes)
             };
-            transaction.commit()?;
-            Ok(rows)
+            if !writes {
+                transaction.commit()?;
+                return Ok(Decided::Later(rows));
+            }
+            match decide.take().map(|decide| decide(rows, Some(deadline))) {
+                Some(Err(refused)) => Ok(Decided::RolledBack(refused)),
+                Some(Ok(())) | None => transaction.commit().map(|()| Decided::Committed),
+            }
         });
-        outcome.map_err(|err| classify(err, timeout, cancel))
+        // However the work ended (a failed COMMIT, an interrupted ROLLBACK),
+        // the next call must not find a transaction open.
+        if !connection.is_autocommit()
+            && let Err(err) = connection.execute_batch("ROLLBACK")
+        {
+            tracing::warn!("rolling back a statement's transaction: {err}");
+        }
+        drop(guard);
+        match outcome.map_err(|err| classify(err, timeout, cancel))? {
+            Decided::Committed => Ok(()),
+            Decided::RolledBack(refused) => Err(refused),
+            Decided::Later(rows) => decide.map_or(Ok(()), |decide| decide(rows, None)),
+        }
     }
+
+    /// Runs `statement` with `arguments` on the blocking pool and hands its
+    /// rows to `finish` (rendering a tool's result), inside the statement's
+    /// transaction: "statement → rows → finish → commit, or roll back".
+    ///
+    /// A statement that writes commits only once `finish` returned `Ok`;
+    /// if `finish` fails, if the statement and `finish` together run past
+    /// `timeout`, or if this future is dropped (the call was cancelled),
+    /// the statement is rolled back and nothing was changed. The
+    /// transaction is held while `finish` runs, so `finish` must never wait
+    /// on a person or a client (steps that do run before the statement). A
+    /// statement that writes nothing is committed before `finish` runs,
+    /// which does not hold the database.
+    ///
+    /// Waiting for the database (one call at a time) and for `finish` holds
+    /// no runtime thread: the statement runs on the blocking pool and
+    /// `finish` is awaited here. An engine with an async client (PostgreSQL)
+    /// does the same with its own transaction: `BEGIN`, the statement, then
+    /// `finish` under the deadline, then `COMMIT` or `ROLLBACK`.
+    pub async fn transact<T, E, F, Fut>(
+        self: &Arc<Self>,
+        statement: &str,
+        arguments: Map<String, Value>,
+        timeout: Duration,
+        finish: F,
+    ) -> Result<T, Aborted<E>>
+    where
+        F: FnOnce(Rows) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        let turn = Arc::clone(&self.turn)
+            .acquire_owned()
+            .await
+            .map_err(|_| Aborted::Statement(SqlError::Other("the database is closed".to_owned())))?;
+        // Dropping this future (a cancelled call) stops the statement, and a
+        // transaction waiting for `finish` then rolls back.
+        let cancel = CancelOnDrop::default();
+        let flag = Arc::clone(&cancel.0);
+        let (rows_out, rows_in) = tokio::sync::oneshot::channel::<(Rows, Option<Instant>)>();
+        let (verdict_out, verdict_in) = std::sync::mpsc::sync_channel::<bool>(1);
+        let (database, statement) = (Arc::clone(self), statement.to_owned());
+        let job = tokio::task::spawn_blocking(move || {
+            let _turn = turn;
+            database.execute_then(&statement, &arguments, timeout, &flag, |rows, deadline| {
+                rows_out.send((rows, deadline)).map_err(|_| SqlError::Cancelled)?;
+                let Some(deadline) = deadline else { return Ok(()) };
+                match verdict_in.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                    Ok(true) => Ok(()),
+                    Ok(false) => Err(SqlError::RolledBack),
+                    Err(RecvTimeoutError::Timeout) => Err(SqlError::Unfinished(timeout)),
+                    Err(RecvTimeoutError::Disconnected) => Err(SqlError::Cancelled),
+                }
+            })
+        });
+        let ended = |joined: Result<Result<(), SqlError>, tokio::task::JoinError>| {
+            joined.map_err(|err| SqlError::Other(format!("the statement did not finish: {err}"))).and_then(|r| r)
+        };
+        let Ok((rows, deadline)) = rows_in.await else {
+            // The statement failed before it had rows.
+            let err = ended(job.await).err();
+            return Err(Aborted::Statement(
+                err.unwrap_or_else(|| SqlError::Other("the statement gave no rows".to_owned())),
+            ));
+        };
+        let finished = match deadline {
+            None => finish(rows).await,
+            Some(deadline) => match tokio::time::timeout_at(deadline.into(), finish(rows)).await {
+                Ok(finished) => finished,
+                Err(_) => {
+                    drop(verdict_out);
+                    let _ = job.await;
+                    return Err(Aborted::Statement(SqlError::Unfinished(timeout)));
+                }
+            },
+        };
+        // The transaction may have stopped waiting (its deadline): it says so below.
+        let _ = verdict_out.send(finished.is_ok());
+        let committed = ended(job.await);
+        drop(cancel);
+        match (finished, committed) {
+            (Ok(value), Ok(())) => Ok(value),
+            (Ok(_), Err(err)) => Err(Aborted::Statement(err)),
+            (Err(reason), _) => Err(Aborted::Refused { reason, rolled_back: deadline.is_some() }),
+        }
+    }
+}
+
+/// How a statement's transaction ended.
+enum Decided {
+    /// It wrote, and the caller's decision let it commit.
+    Committed,
+    /// It wrote, and the caller's decision rolled it back (the transaction
+    /// rolls back when dropped uncommitted).
+    RolledBack(SqlError),
+    /// It wrote nothing and is committed; its rows still wait for the caller.
+    Later(Rows),
 }
 
 /// A scratch copy of a database's schema inside a transaction that is never
@@ -246,8 +425,10 @@ impl Probe {
     /// Runs one `setup` statement (or several, separated by `;`), bounded by
     /// the database's timeout.
     pub fn run_setup(&mut self, statements: &str) -> Result<(), String> {
-        bounded(&mut self.connection, self.timeout, None, |connection| connection.execute_batch(statements))
-            .map_err(|err| setup_message(&err, self.timeout, statements))
+        bounded(&mut self.connection, Instant::now() + self.timeout, None, |connection| {
+            connection.execute_batch(statements)
+        })
+        .map_err(|err| setup_message(&err, self.timeout, statements))
     }
 
     /// Prepares `statement` without running it: the names of its `:params`,
@@ -321,7 +502,7 @@ pub fn apply_setup(plans: &[SetupPlan<'_>]) -> Result<(), SetupFailure> {
         connection.execute_batch("BEGIN IMMEDIATE").map_err(|err| fail(None, err.to_string()))?;
         entry.begun = true;
         for (s_idx, statement) in plan.statements.iter().enumerate() {
-            bounded(connection, plan.timeout, None, |connection| connection.execute_batch(statement))
+            bounded(connection, Instant::now() + plan.timeout, None, |connection| connection.execute_batch(statement))
                 .map_err(|err| fail(Some(s_idx), setup_message(&err, plan.timeout, statement)))?;
         }
         pending.push(entry);
@@ -439,15 +620,14 @@ fn read_schema(connection: &Connection) -> rusqlite::Result<Vec<String>> {
     statement.query_map([], |row| row.get(0))?.collect()
 }
 
-/// Runs `work` on `connection`, stopping it (SQLITE_INTERRUPT) after
-/// `timeout` or once `cancel` is set.
+/// Runs `work` on `connection`, stopping it (SQLITE_INTERRUPT) at
+/// `deadline` or once `cancel` is set.
 fn bounded<T>(
     connection: &mut Connection,
-    timeout: Duration,
+    deadline: Instant,
     cancel: Option<Arc<AtomicBool>>,
     work: impl FnOnce(&mut Connection) -> rusqlite::Result<T>,
 ) -> rusqlite::Result<T> {
-    let deadline = Instant::now() + timeout;
     connection.progress_handler(
         PROGRESS_OPS,
         Some(move || cancel.as_ref().is_some_and(|c| c.load(Ordering::Relaxed)) || Instant::now() >= deadline),
@@ -691,6 +871,124 @@ mod tests {
         let exact = format!("{many} WHERE x <= {MAX_ROWS}");
         let rows = run(&db, &exact, DEFAULT_TIMEOUT).unwrap();
         assert_eq!((rows.rows.len(), rows.truncated), (MAX_ROWS, false));
+    }
+
+    /// An in-memory database with an empty `orders (n)` table, for `transact`.
+    fn orders() -> Arc<Database> {
+        let db = Arc::new(Database::new(None).unwrap());
+        applied(&db, &["CREATE TABLE orders (n INTEGER)"]);
+        db
+    }
+
+    fn count(db: &Database) -> Value {
+        Value::Object(run(db, "SELECT count(*) AS n FROM orders", DEFAULT_TIMEOUT).unwrap().rows.remove(0))
+    }
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
+    }
+
+    /// Bounds a wait in a test.
+    async fn within<T>(work: impl Future<Output = T>) -> T {
+        tokio::time::timeout(Duration::from_secs(20), work).await.expect("finished within the test's bound")
+    }
+
+    const INSERT: &str = "INSERT INTO orders (n) VALUES (1) RETURNING n";
+
+    #[test]
+    fn a_write_commits_only_when_finish_succeeds() {
+        let db = orders();
+        runtime().block_on(async {
+            let refused = within(db.transact(INSERT, Map::new(), DEFAULT_TIMEOUT, |rows| async move {
+                assert_eq!(rows.rows.len(), 1, "finish sees the statement's rows");
+                Err::<(), _>("no")
+            }))
+            .await;
+            assert!(matches!(refused, Err(Aborted::Refused { reason: "no", rolled_back: true })), "{refused:?}");
+            assert_eq!(count(&db), serde_json::json!({"n": 0}));
+            let done = within(
+                db.transact(INSERT, Map::new(), DEFAULT_TIMEOUT, |rows| async move { Ok::<_, ()>(rows.rows.len()) }),
+            )
+            .await;
+            assert!(matches!(done, Ok(1)), "{done:?}");
+            assert_eq!(count(&db), serde_json::json!({"n": 1}));
+        });
+    }
+
+    #[test]
+    fn a_write_whose_result_is_not_ready_by_the_timeout_rolls_back() {
+        let db = orders();
+        runtime().block_on(async {
+            let late =
+                within(db.transact(INSERT, Map::new(), Duration::from_millis(50), |_| {
+                    std::future::pending::<Result<(), ()>>()
+                }))
+                .await;
+            let Err(Aborted::Statement(err)) = late else { panic!("{late:?}") };
+            assert!(matches!(err, SqlError::Unfinished(_)), "{err:?}");
+            assert!(err.to_string().contains("timeout (50ms); the statement was rolled back"), "{err}");
+        });
+        assert_eq!(count(&db), serde_json::json!({"n": 0}));
+    }
+
+    #[test]
+    fn a_call_cancelled_while_its_result_renders_rolls_back() {
+        let db = orders();
+        runtime().block_on(async {
+            let (started, rendering) = tokio::sync::oneshot::channel();
+            let call = db.transact(INSERT, Map::new(), MAX_TIMEOUT, |_| async move {
+                let _ = started.send(());
+                std::future::pending::<Result<(), ()>>().await
+            });
+            tokio::select! {
+                _ = call => panic!("the result never finishes"),
+                _ = within(rendering) => {}
+            }
+            // The call is dropped: the transaction is rolled back and the
+            // database free for the next call at once (its timeout is an hour).
+            let next = within(db.transact(
+                "SELECT count(*) AS n FROM orders",
+                Map::new(),
+                DEFAULT_TIMEOUT,
+                |rows| async move { Ok::<_, ()>(Value::Object(rows.rows.into_iter().next().unwrap_or_default())) },
+            ))
+            .await;
+            assert_eq!(next.unwrap(), serde_json::json!({"n": 0}));
+        });
+    }
+
+    #[test]
+    fn a_read_does_not_hold_the_database_while_its_result_renders() {
+        let db = orders();
+        run(&db, INSERT, DEFAULT_TIMEOUT).unwrap();
+        runtime().block_on(async {
+            let select = "SELECT n FROM orders";
+            let outcome = within(db.transact(select, Map::new(), DEFAULT_TIMEOUT, |_| async {
+                // Another call on the same database, while this result renders.
+                let inner = db.transact(INSERT, Map::new(), DEFAULT_TIMEOUT, |_| async { Ok::<_, ()>(()) }).await;
+                Err::<(), _>(inner.is_ok())
+            }))
+            .await;
+            assert!(
+                matches!(outcome, Err(Aborted::Refused { reason: true, rolled_back: false })),
+                "the write ran, and the read had nothing to roll back: {outcome:?}"
+            );
+        });
+        assert_eq!(count(&db), serde_json::json!({"n": 2}));
+    }
+
+    #[test]
+    fn a_failed_statement_never_calls_finish() {
+        let db = orders();
+        runtime().block_on(async {
+            let overflow = "INSERT INTO orders (n) VALUES (abs(-9223372036854775808))";
+            // A finish that ran would make this `Refused`.
+            let failed =
+                within(db.transact(overflow, Map::new(), DEFAULT_TIMEOUT, |_| async { Err::<(), ()>(()) })).await;
+            let Err(Aborted::Statement(err)) = failed else { panic!("{failed:?}") };
+            assert!(err.to_string().contains("integer overflow"), "{err}");
+        });
+        assert_eq!(count(&db), serde_json::json!({"n": 0}));
     }
 
     #[test]
