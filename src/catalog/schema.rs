@@ -186,6 +186,19 @@ mod tests {
     }
 
     #[test]
+    fn every_definition_has_a_title_in_a_person_s_words() {
+        // yaml-language-server names a type by its title, else by its `$defs`
+        // name: "Expected \"server | null\"", not "Expected \"ServerSpec | null\"".
+        let schema = catalog_schema();
+        let definitions = schema["$defs"].as_object().map(|defs| defs.iter().collect::<Vec<_>>()).unwrap_or_default();
+        assert!(definitions.len() > 20, "{definitions:?}");
+        for (name, definition) in definitions {
+            let title = definition["title"].as_str().unwrap_or_default();
+            assert!(!title.is_empty() && !title.contains("Spec"), "`{name}` needs a title: {title:?}");
+        }
+    }
+
+    #[test]
     fn an_optional_block_is_described_as_its_key() {
         let schema = catalog_schema();
         let sql = &schema["$defs"]["RunSpec"]["properties"]["sql"];

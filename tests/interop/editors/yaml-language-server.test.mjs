@@ -167,6 +167,7 @@ for (const name of servers) {
 
     test('hovering a key shows its own description, as Markdown', async () => {
       const text = await hover('editor-settings/hover-text.yaml', 'tools:\n  - name: quote\n    run:\n      te|xt: hi\n');
+      assert.match(text, /^#### run\n/, 'the heading names the block the key is in');
       assert.match(text, /Inline minijinja template of the result text/);
       // An optional block: the key's description, not its type's ("The `sql` effect.").
       const sql = await hover(
@@ -186,6 +187,15 @@ for (const name of servers) {
       assert.equal(diagnostics.length, 1, JSON.stringify(diagnostics));
       assert.match(diagnostics[0].message, /descripton/);
       assert.equal(diagnostics[0].range.start.line, 2, JSON.stringify(diagnostics[0]));
+    });
+
+    test('a wrong type names what was expected in a person\'s words', async () => {
+      const { diagnostics } = await open('editor-settings/type.yaml', 'server: bakery\ntools:\n  - name: quote\n    run:\n      sql: SELECT 1\n');
+      const messages = diagnostics.map((d) => `${d.range.start.line}: ${d.message}`);
+      assert.equal(messages.length, 2, JSON.stringify(messages));
+      assert.match(messages[0], /^0: .*"server/, JSON.stringify(messages));
+      assert.match(messages[1], /^4: .*"sql effect/, JSON.stringify(messages));
+      assert.doesNotMatch(messages.join('\n'), /Spec/, 'a Rust type name reached the editor');
     });
 
     test('the shipped catalogs are clean (they bind the schema with a relative modeline)', async () => {
