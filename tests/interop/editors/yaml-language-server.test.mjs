@@ -121,6 +121,8 @@ for (const name of servers) {
       assertOffers(items, ['tools', 'prompts', 'resources', 'resourceTemplates', 'databases', 'data', 'include'], 'top level');
       const tools = items.find((item) => item.label === 'tools');
       assert.match(JSON.stringify(tools.documentation), /The tools, in the order `tools\/list` returns them/);
+      // Choosing it writes a first tool with the keys it needs.
+      assert.match(tools.insertText, /^tools:\n +- name: .*\n +run:/, tools.insertText);
     });
 
     test('top-level keys are offered in an empty file (schema from the modeline)', async () => {
@@ -135,7 +137,7 @@ for (const name of servers) {
 
     test('a new tool item offers its keys after `- `', async () => {
       const items = await complete('editor-settings/new-tool.yaml', 'tools:\n  - |\n');
-      assertOffers(items, ['name', 'description', 'inputSchema', 'run'], 'new tool item');
+      assertOffers(items, ['name', 'description', 'inputSchema', 'run', 'tool'], 'new tool item');
     });
 
     test('the runners are offered inside `run`', async () => {
