@@ -13,6 +13,7 @@
 //! holds an `Arc<Catalog>` sees one consistent menu from start to end.
 
 pub mod model;
+pub mod schema;
 pub mod source;
 pub mod structure;
 

@@ -46,6 +46,7 @@ pub struct CatalogFile {
 /// `include:` one glob pattern or a list of them.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(untagged)]
+#[schemars(title = "include patterns")]
 pub enum Includes {
     /// A single pattern.
     One(String),
@@ -66,6 +67,7 @@ impl Includes {
 /// The `server:` block.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(title = "server")]
 pub struct ServerSpec {
     /// `serverInfo.name`.
     pub name: String,
@@ -92,6 +94,7 @@ pub struct ServerSpec {
 /// A named database.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(title = "database")]
 pub struct DatabaseSpec {
     /// `sqlite:path/to/file.db` (relative to this file) or `"sqlite::memory:"` (quoted: it ends in a colon).
     pub url: String,
@@ -108,6 +111,7 @@ pub struct DatabaseSpec {
 /// A duration: milliseconds, or a number with a unit (`250ms`, `5s`, `1m`, `1h`).
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(untagged)]
+#[schemars(title = "duration")]
 pub enum DurationSpec {
     /// Milliseconds.
     Millis(u64),
@@ -118,6 +122,7 @@ pub enum DurationSpec {
 /// One SQL statement or a list of them.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(untagged)]
+#[schemars(title = "SQL statements")]
 pub enum Statements {
     /// A single statement.
     One(String),
@@ -138,6 +143,7 @@ impl Statements {
 /// A tool: what `tools/list` shows and what `tools/call` does.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(title = "tool")]
 pub struct ToolSpec {
     /// 1–128 characters of `A-Z a-z 0-9 _ . -`.
     pub name: String,
@@ -163,6 +169,7 @@ pub struct ToolSpec {
 /// MCP tool annotations (hints for clients).
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(title = "tool annotations")]
 pub struct ToolAnnotationsSpec {
     /// A display name.
     #[serde(default)]
@@ -184,6 +191,7 @@ pub struct ToolAnnotationsSpec {
 /// A tool's `run`: at most one effect, then what renders the result.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(title = "run")]
 pub struct RunSpec {
     /// Runs one SQL statement on a `databases` entry; its rows are `rows` in the result template.
     #[serde(default)]
@@ -209,6 +217,7 @@ pub struct RunSpec {
 /// One step of `run.steps`; exactly one of its keys.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(title = "step")]
 pub struct StepSpec {
     /// Sends a log message (`notifications/message`) to the calling client, at its level.
     #[serde(default)]
@@ -230,6 +239,7 @@ pub struct StepSpec {
 /// A `log` step.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(title = "log step")]
 pub struct LogStepSpec {
     /// The MCP log level.
     pub level: LogLevel,
@@ -244,6 +254,7 @@ pub struct LogStepSpec {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 #[allow(missing_docs)]
+#[schemars(title = "log level")]
 pub enum LogLevel {
     Debug,
     Info,
@@ -258,6 +269,7 @@ pub enum LogLevel {
 /// A `progress` step.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(title = "progress step")]
 pub struct ProgressStepSpec {
     /// How far along: a number, or a template rendering one.
     pub progress: NumberSpec,
@@ -272,6 +284,7 @@ pub struct ProgressStepSpec {
 /// A number, or a template that renders one.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(untagged)]
+#[schemars(title = "number or template")]
 pub enum NumberSpec {
     /// A number as written.
     Number(f64),
@@ -282,6 +295,7 @@ pub enum NumberSpec {
 /// How long a `sleep` step waits.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(untagged)]
+#[schemars(title = "duration")]
 pub enum SleepSpec {
     /// Milliseconds.
     Millis(u64),
@@ -292,6 +306,7 @@ pub enum SleepSpec {
 /// An `elicit` step.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(title = "elicit step")]
 pub struct ElicitStepSpec {
     /// A template of what to ask the user.
     pub message: String,
@@ -303,6 +318,7 @@ pub struct ElicitStepSpec {
 /// A `sample` step.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(title = "sample step")]
 pub struct SampleStepSpec {
     /// The conversation to send; each text is a template.
     pub messages: Vec<SampleMessageSpec>,
@@ -317,6 +333,7 @@ pub struct SampleStepSpec {
 /// One message of a `sample` step.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(title = "sample message")]
 pub struct SampleMessageSpec {
     /// `user` or `assistant`.
     pub role: Role,
@@ -327,6 +344,7 @@ pub struct SampleMessageSpec {
 /// The `sql` effect.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(title = "sql effect")]
 pub struct SqlSpec {
     /// The name of a `databases` entry.
     pub database: String,
@@ -337,6 +355,7 @@ pub struct SqlSpec {
 /// One content block of a tool result or a prompt message.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(title = "content block")]
 pub struct ContentSpec {
     /// Inline minijinja template of a text block.
     #[serde(default)]
@@ -361,6 +380,7 @@ pub struct ContentSpec {
 /// An image or audio clip.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(title = "image or audio")]
 pub struct MediaSpec {
     /// A file, relative to the catalog file; read at load.
     #[serde(default)]
@@ -376,6 +396,7 @@ pub struct MediaSpec {
 /// A resource link block.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(title = "resource link")]
 pub struct ResourceLinkSpec {
     /// The linked URI (a template).
     pub uri: String,
@@ -395,6 +416,7 @@ pub struct ResourceLinkSpec {
 /// A prompt.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(title = "prompt")]
 pub struct PromptSpec {
     /// 1–128 characters of `A-Z a-z 0-9 _ . -`.
     pub name: String,
@@ -414,6 +436,7 @@ pub struct PromptSpec {
 /// A prompt argument.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(title = "prompt argument")]
 pub struct ArgumentSpec {
     /// The name templates use.
     pub name: String,
@@ -434,6 +457,7 @@ pub struct ArgumentSpec {
 /// Who speaks a prompt message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
+#[schemars(title = "role")]
 pub enum Role {
     /// The user.
     User,
@@ -444,6 +468,7 @@ pub enum Role {
 /// One prompt message: a role and one content block.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(title = "prompt message")]
 pub struct MessageSpec {
     /// `user` or `assistant`.
     pub role: Role,
@@ -481,6 +506,7 @@ impl MessageSpec {
 /// A resource with a fixed URI.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(title = "resource")]
 pub struct ResourceSpec {
     /// Its URI, such as `reservo://policy`.
     pub uri: String,
@@ -509,6 +535,7 @@ pub struct ResourceSpec {
 /// A resource template (RFC 6570 URI template).
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(title = "resource template")]
 pub struct ResourceTemplateSpec {
     /// Such as `reservo://rooms/{room}`.
     #[serde(rename = "uriTemplate")]

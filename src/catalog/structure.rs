@@ -16,9 +16,7 @@ use crate::diag::{Diagnostic, did_you_mean};
 
 /// The catalog format's JSON Schema, as `carte schema` prints it.
 pub fn catalog_schema() -> Value {
-    let generator = schemars::generate::SchemaSettings::draft2020_12().into_generator();
-    let schema = generator.into_root_schema_for::<CatalogFile>();
-    serde_json::to_value(schema).unwrap_or(Value::Null)
+    crate::catalog::schema::catalog_schema()
 }
 
 struct Compiled {
