@@ -23,7 +23,9 @@ use crate::run::sql::Probe;
 mod databases;
 mod prompts;
 mod resources;
+mod scalar_map;
 mod schemas;
+mod template_analysis;
 mod templates;
 mod tools;
 
@@ -48,6 +50,8 @@ struct Builder<'a> {
     templates_dir: Option<PathBuf>,
     /// Template files, with the first catalog place that uses each.
     template_files: HashMap<String, Option<Location>>,
+    /// Catalog files' text, read again only to place errors inside templates.
+    file_texts: HashMap<PathBuf, Option<String>>,
     inputs: &'a mut Inputs,
     previous: Option<&'a Catalog>,
     databases: IndexMap<String, DatabaseEntry>,
@@ -76,6 +80,7 @@ pub fn build(
         globals,
         templates_dir: None,
         template_files: HashMap::new(),
+        file_texts: HashMap::new(),
         inputs,
         previous,
         databases: IndexMap::new(),
