@@ -51,7 +51,9 @@ use std::collections::HashSet;
 
 use std::fmt::Write as _;
 
-use minijinja::value::Kwargs;
+use std::sync::Arc;
+
+use minijinja::value::{Enumerator, Kwargs, Object, ObjectExt as _, ObjectRepr};
 use minijinja::{Environment, Error, ErrorKind, State, Value};
 
 /// Work one render may do (about one unit per instruction); generous for any
@@ -97,12 +99,19 @@ pub fn environment() -> Environment<'static> {
     // Output is text or JSON for a model, never HTML: no auto-escaping.
     env.set_auto_escape_callback(|_| minijinja::AutoEscape::None);
     // `none` (SQL NULL, JSON null) prints as nothing, not "None".
-    env.set_formatter(
-        |out, state, value| {
-            if value.is_none() { Ok(()) } else { minijinja::escape_formatter(out, state, value) }
-        },
-    );
+    // A missing key of `data` is an error where it is printed (see `data_value`).
+    env.set_formatter(|out, state, value| {
+        if let Some(err) = missing_error(value) {
+            return Err(err);
+        }
+        if value.is_none() { Ok(()) } else { minijinja::escape_formatter(out, state, value) }
+    });
     env.add_function("fail", fail);
+    // Tests for presence that see a missing key of `data` as undefined.
+    env.add_test("defined", |value: &Value| !is_absent(value));
+    env.add_test("undefined", |value: &Value| is_absent(value));
+    env.add_filter("default", default);
+    env.add_filter("d", default);
     // Builtins that build their whole result before minijinja charges fuel
     // for it: the same filters, measured first (see the module doc).
     env.add_filter("join", join);
@@ -158,6 +167,208 @@ where
 /// a template value.
 pub fn to_value<T: serde::Serialize>(value: &T) -> Value {
     Value::from(minijinja::value::Serde(value))
+}
+
+/// `data:` as templates see it: maps and lists whose missing keys are
+/// errors naming the path (`data.menu.rye has no key "nmae"`) when printed,
+/// where minijinja would print nothing. A template can still ask whether
+/// something is there: `is defined`, `is undefined`, `default(…)`/`d(…)`,
+/// `if data.x`, `data.x or …` and `data.get("x")` treat a missing key as
+/// undefined. (Iterating a missing key gives nothing, and joining it into a
+/// string with `~` adds nothing, as for any undefined value.) A key that is
+/// itself undefined (`data.menu[size]` with the optional argument `size` not
+/// given) gives undefined, as before.
+pub fn data_value(data: &serde_json::Map<String, serde_json::Value>) -> Value {
+    data_map("data".to_owned(), data)
+}
+
+fn data_node(path: String, value: &serde_json::Value) -> Value {
+    match value {
+        serde_json::Value::Object(map) => data_map(path, map),
+        serde_json::Value::Array(items) => {
+            let items = items.iter().enumerate().map(|(idx, item)| data_node(format!("{path}[{idx}]"), item)).collect();
+            Value::from_object(DataList { path, items })
+        }
+        other => to_value(other),
+    }
+}
+
+fn data_map(path: String, map: &serde_json::Map<String, serde_json::Value>) -> Value {
+    let entries = map
+        .iter()
+        .map(|(key, value)| {
+            let below = if is_identifier(key) { format!("{path}.{key}") } else { format!("{path}[{key:?}]") };
+            (key.clone(), data_node(below, value))
+        })
+        .collect();
+    Value::from_object(DataMap { path, entries })
+}
+
+fn is_identifier(key: &str) -> bool {
+    let mut chars = key.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// A map of `data:`.
+#[derive(Debug)]
+struct DataMap {
+    path: String,
+    entries: indexmap::IndexMap<String, Value>,
+}
+
+/// Keys named in a missing key's message when there are this many or fewer.
+const FEW_KEYS: usize = 12;
+
+impl Object for DataMap {
+    fn repr(self: &Arc<Self>) -> ObjectRepr {
+        ObjectRepr::Map
+    }
+
+    fn get_value(self: &Arc<Self>, key: &Value) -> Option<Value> {
+        if let Some(value) = key.as_str().and_then(|k| self.entries.get(k)) {
+            return Some(value.clone());
+        }
+        // `data.menu[size]` with an optional argument not given (or null).
+        if key.is_undefined() || key.is_none() {
+            return None;
+        }
+        let known = if self.entries.is_empty() {
+            " (it is empty)".to_owned()
+        } else if self.entries.len() <= FEW_KEYS {
+            let keys: Vec<&str> = self.entries.keys().map(String::as_str).collect();
+            format!(" (it has {})", keys.join(", "))
+        } else {
+            String::new()
+        };
+        Some(Missing::value(format!("{} has no key {}{known}", self.path, key_text(key))))
+    }
+
+    fn enumerate(self: &Arc<Self>) -> Enumerator {
+        self.mapped_enumerator(|this| Box::new(this.entries.keys().map(|k| Value::from(k.as_str()))))
+    }
+
+    fn enumerator_len(self: &Arc<Self>) -> Option<usize> {
+        Some(self.entries.len())
+    }
+
+    /// Python's `get`, `items`, `keys` and `values`, so that
+    /// `data.get("x", "fallback")` asks for a key that may be missing.
+    fn call_method(self: &Arc<Self>, _state: &mut State<'_, '_>, method: &str, args: &[Value]) -> Result<Value, Error> {
+        match (method, args) {
+            ("get", [key]) | ("get", [key, _]) => Ok(key
+                .as_str()
+                .and_then(|k| self.entries.get(k))
+                .cloned()
+                .unwrap_or_else(|| args.get(1).cloned().unwrap_or(Value::from(())))),
+            ("items", []) => Ok(Value::from(
+                self.entries
+                    .iter()
+                    .map(|(k, v)| Value::from(vec![Value::from(k.as_str()), v.clone()]))
+                    .collect::<Vec<_>>(),
+            )),
+            ("keys", []) => Ok(Value::from(self.entries.keys().map(|k| Value::from(k.as_str())).collect::<Vec<_>>())),
+            ("values", []) => Ok(Value::from(self.entries.values().cloned().collect::<Vec<_>>())),
+            _ => Err(Error::from(ErrorKind::UnknownMethod)),
+        }
+    }
+}
+
+/// A list of `data:`.
+#[derive(Debug)]
+struct DataList {
+    path: String,
+    items: Vec<Value>,
+}
+
+impl Object for DataList {
+    fn repr(self: &Arc<Self>) -> ObjectRepr {
+        ObjectRepr::Seq
+    }
+
+    fn get_value(self: &Arc<Self>, key: &Value) -> Option<Value> {
+        let index = i64::try_from(key.clone()).ok();
+        let len = self.items.len();
+        let position = index.map(|i| if i < 0 { i64::try_from(len).unwrap_or(i64::MAX) + i } else { i });
+        if let Some(item) = position.and_then(|p| usize::try_from(p).ok()).and_then(|p| self.items.get(p)) {
+            return Some(item.clone());
+        }
+        if key.is_undefined() || key.is_none() {
+            return None;
+        }
+        Some(Missing::value(format!("{} has no item {} (it has {len})", self.path, key_text(key))))
+    }
+
+    fn enumerate(self: &Arc<Self>) -> Enumerator {
+        Enumerator::Seq(self.items.len())
+    }
+}
+
+/// A key printed in a message: strings quoted, the rest as written.
+fn key_text(key: &Value) -> String {
+    match key.as_str() {
+        Some(text) => format!("{text:?}"),
+        None => key.to_string(),
+    }
+}
+
+/// What a missing key of `data` gives: false, empty, and an error when
+/// printed or called, with the path that led nowhere.
+#[derive(Debug)]
+struct Missing {
+    message: String,
+}
+
+impl Missing {
+    fn value(message: String) -> Value {
+        Value::from_object(Missing { message })
+    }
+
+    fn error(&self) -> Error {
+        Error::new(ErrorKind::UndefinedError, self.message.clone())
+    }
+}
+
+impl Object for Missing {
+    /// Below a missing key, still the first key that was missing.
+    fn get_value(self: &Arc<Self>, _key: &Value) -> Option<Value> {
+        Some(Value::from_dyn_object(minijinja::value::DynObject::new(Arc::clone(self))))
+    }
+
+    fn enumerate(self: &Arc<Self>) -> Enumerator {
+        Enumerator::Empty
+    }
+
+    fn is_true(self: &Arc<Self>) -> bool {
+        false
+    }
+
+    fn call(self: &Arc<Self>, _state: &mut State<'_, '_>, _args: &[Value]) -> Result<Value, Error> {
+        Err(self.error())
+    }
+
+    fn render(self: &Arc<Self>, _f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        Ok(())
+    }
+}
+
+/// The error a missing key of `data` stands for, if `value` is one.
+fn missing_error(value: &Value) -> Option<Error> {
+    value.downcast_object_ref::<Missing>().map(Missing::error)
+}
+
+/// Whether `value` is undefined, or a missing key of `data`.
+fn is_absent(value: &Value) -> bool {
+    value.is_undefined() || value.downcast_object_ref::<Missing>().is_some()
+}
+
+/// `default(value, other="", lax=false)`: minijinja's, for missing `data` keys too.
+fn default(value: &Value, other: Option<Value>, lax: Option<Value>) -> Value {
+    if is_absent(value) || (lax.is_some_and(|lax| lax.is_true()) && !value.is_true()) {
+        other.unwrap_or_else(|| Value::from(""))
+    } else {
+        value.clone()
+    }
 }
 
 /// Names every template may use without declaring them: globals and
@@ -664,5 +875,79 @@ mod tests {
         assert_eq!(render_one("{{ {'a': 1}|tojson(indent=2) }}").unwrap(), "{\n  \"a\": 1\n}");
         assert_eq!(render_one("{{ [1, 2]|string }}").unwrap(), "[1, 2]");
         assert_eq!(render_one("{{ [1]|pprint }}").unwrap(), "[\n    1,\n]");
+    }
+
+    /// Renders `source` with `data:` below and the argument `product`.
+    fn render_data(source: &str, product: Option<&str>) -> Result<String, RenderError> {
+        let data = serde_json::json!({
+            "menu": { "rye": { "name": "Rye", "price": 4 }, "wheat": { "name": "Wheat", "price": 3 } },
+            "rooms": [ { "name": "Blue" }, { "name": "Red" } ],
+        });
+        let serde_json::Value::Object(data) = data else { unreachable!() };
+        let mut env = environment();
+        env.add_template("t", source).unwrap();
+        let context = match product {
+            Some(product) => minijinja::context! { data => data_value(&data), product => product },
+            None => minijinja::context! { data => data_value(&data) },
+        };
+        render(&env, "t", context)
+    }
+
+    #[test]
+    fn data_renders_as_plain_values() {
+        let source = "{{ data.menu[product].name }} {{ data.rooms[1].name }} {{ data.rooms[-1].name }} \
+            {% for k in data.menu %}{{ k }},{% endfor %} {% for r in data.rooms %}{{ r.name }},{% endfor %} \
+            {{ data.menu|length }} {{ data.rooms|map(attribute='name')|join('+') }} {{ data.menu.rye|tojson }} \
+            {% for k, v in data.menu|items %}{{ k }}={{ v.price }};{% endfor %} {{ data.menu.keys()|join(',') }}";
+        assert_eq!(
+            render_data(source, Some("rye")).unwrap(),
+            "Rye Red Red rye,wheat, Blue,Red, 2 Blue+Red {\"name\": \"Rye\", \"price\": 4} rye=4;wheat=3; rye,wheat"
+        );
+    }
+
+    #[test]
+    fn a_missing_key_of_data_is_an_error_naming_the_path() {
+        let err = render_data("{{ data.menu[product].nmae }}", Some("rye")).unwrap_err();
+        assert_eq!(
+            err,
+            RenderError::Template(
+                "undefined value: data.menu.rye has no key \"nmae\" (it has name, price) (in template t, line 1)"
+                    .to_owned()
+            )
+        );
+        let err = render_data("{{ data.menu[product].name }}", Some("spelt")).unwrap_err();
+        assert!(
+            matches!(&err, RenderError::Template(m) if m.contains("data.menu has no key \"spelt\" (it has rye, wheat)")),
+            "{err:?}"
+        );
+        // Below a missing key, the message still names the first one.
+        let err = render_data("{{ data.manu.rye.name }}", None).unwrap_err();
+        assert!(matches!(&err, RenderError::Template(m) if m.contains("data has no key \"manu\"")), "{err:?}");
+        let err = render_data("{{ data.rooms[5].name }}", None).unwrap_err();
+        assert!(
+            matches!(&err, RenderError::Template(m) if m.contains("data.rooms has no item 5 (it has 2)")),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn a_template_can_still_ask_whether_data_has_a_key() {
+        let source = "{{ data.x is defined == 1 is even }} {{ data.x is undefined == 1 is odd }} {{ data.menu[product].stock|default('in stock') }} \
+            {{ data.x|d('d') }} {{ data.x|default('', true) }}{% if data.x %}yes{% else %}no{% endif %} {{ data.x or 'or' }} \
+            {{ data.get('x', 'got') }} {{ data.menu.get('rye').name }} {% for i in data.x %}{{ i }}{% endfor %}[{{ '' ~ data.x }}]";
+        assert_eq!(render_data(source, Some("rye")).unwrap(), "True True in stock d no or got Rye []");
+    }
+
+    #[test]
+    fn optional_arguments_not_given_render_as_before() {
+        // `product` not given: `data.menu[product]` is undefined, printed as nothing.
+        assert_eq!(render_data("[{{ data.menu[product] }}][{{ product }}]", None).unwrap(), "[][]");
+        assert_eq!(render_data("{{ data.menu[product] is undefined == 1 is odd }}", None).unwrap(), "True");
+        let mut env = environment();
+        env.add_template("t", "[{{ data.menu[product] }}]").unwrap();
+        let serde_json::Value::Object(data) = serde_json::json!({ "menu": {} }) else { unreachable!() };
+        let data = data_value(&data);
+        let null = render(&env, "t", minijinja::context! { data => data, product => () }).unwrap();
+        assert_eq!(null, "[]");
     }
 }

@@ -96,7 +96,7 @@ pub fn build(
         assembled.resource_templates.iter().filter_map(|decl| builder.resource_template(decl)).collect();
     builder.check_duplicates();
     builder.check_prompt_resources(&resources, &resource_templates);
-    let data = crate::render::to_value(&assembled.data);
+    let data = crate::render::data_value(&assembled.data);
     builder.inputs.templates = vec![builder.configured_templates_dir()];
     let inputs = builder.inputs.clone();
     let Builder { sources, databases, .. } = builder;
