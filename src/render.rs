@@ -169,15 +169,20 @@ pub fn to_value<T: serde::Serialize>(value: &T) -> Value {
     Value::from(minijinja::value::Serde(value))
 }
 
-/// `data:` as templates see it: maps and lists whose missing keys are
-/// errors naming the path (`data.menu.rye has no key "nmae"`) when printed,
-/// where minijinja would print nothing. A template can still ask whether
-/// something is there: `is defined`, `is undefined`, `default(…)`/`d(…)`,
-/// `if data.x`, `data.x or …` and `data.get("x")` treat a missing key as
-/// undefined. (Iterating a missing key gives nothing, and joining it into a
-/// string with `~` adds nothing, as for any undefined value.) A key that is
-/// itself undefined (`data.menu[size]` with the optional argument `size` not
-/// given) gives undefined, as before.
+/// `data:` as templates see it: maps and lists whose missing attributes
+/// (`data.menu.rye.nmae`) and items (`data.rooms[5]`) are errors naming the
+/// path (`data.menu.rye has no key "nmae"`) when printed, where minijinja
+/// would print nothing. A missing subscript of a map (`data.menu[product]`)
+/// stays undefined: minijinja answers `product in data.menu` with the same
+/// lookup (an attribute of it is then minijinja's "undefined value" error).
+/// A template can still ask whether something is there: `is defined`,
+/// `is undefined`, `default(…)`/`d(…)`, `if data.x`, `data.x or …`,
+/// `"x" in data` and `data.get("x")` treat a missing key as undefined. `tojson`, `string` and `pprint` of a missing key are errors
+/// too. (Iterating a missing key gives nothing, and joining it into a string
+/// with `~` adds nothing, as for any undefined value; arithmetic and
+/// comparisons with it fail with minijinja's own message.) A key that is
+/// itself undefined or none (`data.rooms[size]` with the optional argument
+/// `size` not given) gives undefined, as before.
 pub fn data_value(data: &serde_json::Map<String, serde_json::Value>) -> Value {
     data_map("data".to_owned(), data)
 }
@@ -225,13 +230,16 @@ impl Object for DataMap {
         ObjectRepr::Map
     }
 
+    /// A subscript (`data.menu[product]`) and `in` (`product in data.menu`,
+    /// which minijinja answers with this lookup): undefined when missing.
     fn get_value(self: &Arc<Self>, key: &Value) -> Option<Value> {
-        if let Some(value) = key.as_str().and_then(|k| self.entries.get(k)) {
+        key.as_str().and_then(|k| self.entries.get(k)).cloned()
+    }
+
+    /// An attribute (`data.menu.rye.nmae`): an error when missing and printed.
+    fn get_value_by_str(self: &Arc<Self>, key: &str) -> Option<Value> {
+        if let Some(value) = self.entries.get(key) {
             return Some(value.clone());
-        }
-        // `data.menu[size]` with an optional argument not given (or null).
-        if key.is_undefined() || key.is_none() {
-            return None;
         }
         let known = if self.entries.is_empty() {
             " (it is empty)".to_owned()
@@ -241,7 +249,7 @@ impl Object for DataMap {
         } else {
             String::new()
         };
-        Some(Missing::value(format!("{} has no key {}{known}", self.path, key_text(key))))
+        Some(Missing::value(format!("{} has no key {key:?}{known}", self.path)))
     }
 
     fn enumerate(self: &Arc<Self>) -> Enumerator {
@@ -708,6 +716,9 @@ fn join(
 /// `tojson`: minijinja's, once the JSON is known to fit the budget (the
 /// builtin serializes everything, then charges for it).
 fn tojson(state: &State<'_, '_>, value: &Value, indent: Option<Value>, kwargs: Kwargs) -> Result<Value, Error> {
+    if let Some(err) = missing_error(value) {
+        return Err(err);
+    }
     let limit = byte_budget(state);
     let mut measure = Measure::new(limit, true);
     let spaces = match indent.as_ref() {
@@ -732,6 +743,9 @@ fn tojson(state: &State<'_, '_>, value: &Value, indent: Option<Value>, kwargs: K
 
 /// `string`: minijinja's, once the text is known to fit the budget.
 fn string(state: &State<'_, '_>, value: &Value) -> Result<Value, Error> {
+    if let Some(err) = missing_error(value) {
+        return Err(err);
+    }
     let limit = byte_budget(state);
     if write!(Measure::new(limit, false), "{value}").is_err() {
         return Err(too_big("string", limit));
@@ -741,6 +755,9 @@ fn string(state: &State<'_, '_>, value: &Value) -> Result<Value, Error> {
 
 /// `pprint`: minijinja's, once the text is known to fit the budget.
 fn pprint(state: &State<'_, '_>, value: &Value) -> Result<String, Error> {
+    if let Some(err) = missing_error(value) {
+        return Err(err);
+    }
     let limit = byte_budget(state);
     if write!(Measure::new(limit, false), "{value:#?}").is_err() {
         return Err(too_big("pprint", limit));
@@ -915,7 +932,12 @@ mod tests {
                     .to_owned()
             )
         );
+        // A subscript stays undefined (`in` asks the same way): minijinja's error below it.
         let err = render_data("{{ data.menu[product].name }}", Some("spelt")).unwrap_err();
+        assert!(matches!(&err, RenderError::Template(m) if m.contains("`data.menu[...]` is undefined")), "{err:?}");
+        let asked = "{{ product in data.menu }} {{ 'rye' in data.menu }} {{ data.menu[product] is defined }}";
+        assert_eq!(render_data(asked, Some("spelt")).unwrap(), "False True False");
+        let err = render_data("{{ data.menu.spelt }}", None).unwrap_err();
         assert!(
             matches!(&err, RenderError::Template(m) if m.contains("data.menu has no key \"spelt\" (it has rye, wheat)")),
             "{err:?}"
@@ -923,6 +945,8 @@ mod tests {
         // Below a missing key, the message still names the first one.
         let err = render_data("{{ data.manu.rye.name }}", None).unwrap_err();
         assert!(matches!(&err, RenderError::Template(m) if m.contains("data has no key \"manu\"")), "{err:?}");
+        let err = render_data("{{ data.menu.spelt|tojson }}", None).unwrap_err();
+        assert!(matches!(&err, RenderError::Template(m) if m.contains("data.menu has no key \"spelt\"")), "{err:?}");
         let err = render_data("{{ data.rooms[5].name }}", None).unwrap_err();
         assert!(
             matches!(&err, RenderError::Template(m) if m.contains("data.rooms has no item 5 (it has 2)")),
