@@ -93,8 +93,11 @@ struct Resolved<'d> {
     values: Vec<&'d Value>,
     /// The root is `data` itself (a map the walker does not hold as a `Value`).
     root: bool,
-    /// How a person writes it: `data.menu[…]`.
+    /// Where in `data` it is: `data.menu[…]`.
     path: String,
+    /// How the template wrote it: `data.menu[product]` is `data.menu[…]`,
+    /// and `item.name` in `{% for item in data.menu %}` is `item.name`.
+    written: String,
     /// Whether a part of the path was an expression.
     dynamic: bool,
 }
@@ -145,10 +148,14 @@ impl<'d> Walker<'d> {
     fn resolve(&mut self, expr: &Expr<'_>, report: bool) -> Option<Resolved<'d>> {
         match expr {
             Expr::Var(var) => match self.lookup(var.id) {
-                Some(bound) => bound.clone(),
-                None if var.id == "data" => {
-                    Some(Resolved { values: Vec::new(), root: true, path: "data".to_owned(), dynamic: false })
-                }
+                Some(bound) => bound.clone().map(|bound| Resolved { written: var.id.to_owned(), ..bound }),
+                None if var.id == "data" => Some(Resolved {
+                    values: Vec::new(),
+                    root: true,
+                    path: "data".to_owned(),
+                    written: "data".to_owned(),
+                    dynamic: false,
+                }),
                 None => None,
             },
             Expr::GetAttr(attr) => {
@@ -179,7 +186,8 @@ impl<'d> Walker<'d> {
 
     /// The values of a map key on each of `base`'s values.
     fn key(&mut self, base: Resolved<'d>, key: &str, at: Range<usize>, report: bool) -> Option<Resolved<'d>> {
-        let path = if is_identifier(key) { format!("{}.{key}", base.path) } else { format!("{}[{key:?}]", base.path) };
+        let path = key_path(&base.path, key);
+        let written = key_path(&base.written, key);
         let mut maps: Vec<&'d Map<String, Value>> = Vec::new();
         if base.root {
             maps.push(self.data);
@@ -193,7 +201,8 @@ impl<'d> Walker<'d> {
         }
         let found: Vec<&'d Value> = maps.iter().filter_map(|map| map.get(key)).collect();
         if found.is_empty() {
-            if report && !self.guarded(&path) && !maps.is_empty() {
+            if report && !self.guarded(&written) && !maps.is_empty() {
+                let subject = base.subject();
                 let mut keys: Vec<&str> = Vec::new();
                 for map in &maps {
                     for k in map.keys() {
@@ -203,9 +212,9 @@ impl<'d> Walker<'d> {
                     }
                 }
                 let message = if base.dynamic {
-                    format!("`{}` has no key `{key}`: none of the {} values it can be has one", base.path, maps.len())
+                    format!("{subject} has no key `{key}`: none of the {} values it can be has one", maps.len())
                 } else {
-                    format!("`{}` has no key `{key}`", base.path)
+                    format!("{subject} has no key `{key}`")
                 };
                 let listed = if keys.is_empty() && base.root {
                     format!("the catalog's `data:` is empty; add `{key}` there")
@@ -218,13 +227,13 @@ impl<'d> Walker<'d> {
                 };
                 let hint = match did_you_mean(key, keys.iter().copied()) {
                     Some(close) => format!("did you mean `{close}`? {listed}"),
-                    None => format!("{listed}; to allow a missing key, test it: `{path} is defined`"),
+                    None => format!("{listed}; to allow a missing key, test it: `{written} is defined`"),
                 };
                 self.out.data.push(DataProblem { range: at, message, hint });
             }
             return None;
         }
-        Some(Resolved { values: found, root: false, path, dynamic: base.dynamic })
+        Some(Resolved { values: found, root: false, path, written, dynamic: base.dynamic })
     }
 
     /// The item at `index` of each of `base`'s lists.
@@ -233,6 +242,7 @@ impl<'d> Walker<'d> {
             return None;
         }
         let path = format!("{}[{index}]", base.path);
+        let written = format!("{}[{index}]", base.written);
         let mut found = Vec::new();
         let mut shortest = usize::MAX;
         for value in &base.values {
@@ -244,7 +254,7 @@ impl<'d> Walker<'d> {
             }
         }
         if found.is_empty() {
-            if report && !self.guarded(&path) && !base.values.is_empty() {
+            if report && !self.guarded(&written) && !base.values.is_empty() {
                 let count = if base.values.len() == 1 {
                     format!("it has {shortest}")
                 } else {
@@ -252,13 +262,13 @@ impl<'d> Walker<'d> {
                 };
                 self.out.data.push(DataProblem {
                     range: at,
-                    message: format!("`{}` has no item {index} ({count})", base.path),
+                    message: format!("{} has no item {index} ({count})", base.subject()),
                     hint: "items are counted from 0".to_owned(),
                 });
             }
             return None;
         }
-        Some(Resolved { values: found, root: false, path, dynamic: base.dynamic })
+        Some(Resolved { values: found, root: false, path, written, dynamic: base.dynamic })
     }
 
     /// Every value (of a map) or item (of a list) of `base`'s values.
@@ -277,17 +287,20 @@ impl<'d> Walker<'d> {
                 return None;
             }
         }
-        Some(Resolved { values: found, root: false, path: format!("{}[…]", base.path), dynamic: true })
+        Some(Resolved {
+            values: found,
+            root: false,
+            path: format!("{}[…]", base.path),
+            written: format!("{}[…]", base.written),
+            dynamic: true,
+        })
     }
 
-    /// The path a bare condition tests, if it is a path.
-    fn condition_path(&mut self, expr: &Expr<'_>) -> Option<String> {
+    /// The path a bare condition tests, as written, if it is a path.
+    fn condition_path(expr: &Expr<'_>) -> Option<String> {
         match expr {
-            Expr::Var(_) | Expr::GetAttr(_) | Expr::GetItem(_) => {
-                self.resolve(expr, false).map(|r| r.path).or_else(|| static_path(expr))
-            }
-            Expr::Test(test) => self.condition_path(&test.expr),
-            _ => None,
+            Expr::Test(test) => Self::condition_path(&test.expr),
+            other => static_path(other),
         }
     }
 
@@ -296,7 +309,7 @@ impl<'d> Walker<'d> {
     fn condition(&mut self, expr: &Expr<'_>, guards: &mut Vec<String>) {
         match expr {
             Expr::Var(_) | Expr::GetAttr(_) | Expr::GetItem(_) | Expr::Test(_) => {
-                if let Some(path) = self.condition_path(expr) {
+                if let Some(path) = Self::condition_path(expr) {
                     guards.push(path);
                 }
                 self.expr(expr, false);
@@ -552,13 +565,39 @@ impl<'d> Walker<'d> {
     }
 }
 
-/// `a.b["c"]` as written, for guards on paths that are not `data` ones.
+/// A path as written (`item.name`, `data.menu[…]`), as [`Resolved::written`] spells it.
 fn static_path(expr: &Expr<'_>) -> Option<String> {
     match expr {
         Expr::Var(var) => Some(var.id.to_owned()),
-        Expr::GetAttr(attr) => Some(format!("{}.{}", static_path(&attr.expr)?, attr.name)),
-        Expr::GetItem(item) => Some(format!("{}[…]", static_path(&item.expr)?)),
+        Expr::GetAttr(attr) => Some(key_path(&static_path(&attr.expr)?, attr.name)),
+        Expr::GetItem(item) => {
+            let base = static_path(&item.expr)?;
+            match &item.subscript_expr {
+                Expr::Const(constant) => match constant.value.as_str() {
+                    Some(key) => Some(key_path(&base, key)),
+                    None => Some(format!("{base}[{}]", constant.value)),
+                },
+                _ => Some(format!("{base}[…]")),
+            }
+        }
         _ => None,
+    }
+}
+
+/// `base.key`, or `base["key"]` where the key is not a name.
+fn key_path(base: &str, key: &str) -> String {
+    if is_identifier(key) { format!("{base}.{key}") } else { format!("{base}[{key:?}]") }
+}
+
+impl Resolved<'_> {
+    /// What a message calls it: as written, and where it is in `data` when
+    /// that differs (`room` (`data.rooms[…]`)).
+    fn subject(&self) -> String {
+        if self.written == self.path {
+            format!("`{}`", self.path)
+        } else {
+            format!("`{}` (`{}`)", self.written, self.path)
+        }
     }
 }
 
@@ -647,12 +686,12 @@ mod tests {
             problems("{% for r in data.rooms %}{{ r.nmae }}{% endfor %}"),
             [(
                 "nmae".to_owned(),
-                "`data.rooms[…]` has no key `nmae`: none of the 2 values it can be has one".to_owned()
+                "`r` (`data.rooms[…]`) has no key `nmae`: none of the 2 values it can be has one".to_owned()
             )]
         );
         assert_eq!(
             problems("{% set m = data.menu %}{{ m.rye.nmae }}"),
-            [("nmae".to_owned(), "`data.menu.rye` has no key `nmae`".to_owned())]
+            [("nmae".to_owned(), "`m.rye` (`data.menu.rye`) has no key `nmae`".to_owned())]
         );
         // A local named `data` is not the catalog's.
         assert_eq!(problems("{% set data = {} %}{{ data.manu }}"), []);
@@ -670,6 +709,8 @@ mod tests {
             "{{ data.x.y if data.x else 'none' }}",
             "{{ data.x and data.x.y }}",
             "{% if not data.menu.rye.stock %}sold out{% endif %}",
+            "{% for r in data.rooms %}{% if r.vip %}{{ r.vip.level }}{% endif %}{% endfor %}",
+            "{% if data['x'] %}{{ data.x.y }}{% endif %}",
         ] {
             assert_eq!(problems(source), [], "{source}");
         }
