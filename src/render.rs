@@ -177,12 +177,13 @@ pub fn to_value<T: serde::Serialize>(value: &T) -> Value {
 /// lookup (an attribute of it is then minijinja's "undefined value" error).
 /// A template can still ask whether something is there: `is defined`,
 /// `is undefined`, `default(…)`/`d(…)`, `if data.x`, `data.x or …`,
-/// `"x" in data` and `data.get("x")` treat a missing key as undefined. `tojson`, `string` and `pprint` of a missing key are errors
-/// too. (Iterating a missing key gives nothing, and joining it into a string
-/// with `~` adds nothing, as for any undefined value; arithmetic and
-/// comparisons with it fail with minijinja's own message.) A key that is
-/// itself undefined or none (`data.rooms[size]` with the optional argument
-/// `size` not given) gives undefined, as before.
+/// `"x" in data` and `data.get("x")` treat a missing key as undefined.
+/// `tojson`, `string`, `pprint` and `join` of a missing key are errors too.
+/// (Iterating a missing key gives nothing, and joining it into a string with
+/// `~` adds nothing, as for any undefined value; arithmetic and comparisons
+/// with it fail with minijinja's own message.) A key that is itself
+/// undefined or none (`data.rooms[size]` with the optional argument `size`
+/// not given) gives undefined, as before.
 pub fn data_value(data: &serde_json::Map<String, serde_json::Value>) -> Value {
     data_map("data".to_owned(), data)
 }
@@ -707,6 +708,9 @@ fn join(
             Some(path) => attribute_path(item, path),
             None => item,
         };
+        if let Some(err) = missing_error(&item) {
+            return Err(err);
+        }
         let written = if idx > 0 { out.write_str(&joiner) } else { Ok(()) };
         written.and_then(|()| write!(out, "{item}")).map_err(|_| too_big("join", limit))?;
     }
@@ -945,6 +949,8 @@ mod tests {
         // Below a missing key, the message still names the first one.
         let err = render_data("{{ data.manu.rye.name }}", None).unwrap_err();
         assert!(matches!(&err, RenderError::Template(m) if m.contains("data has no key \"manu\"")), "{err:?}");
+        let err = render_data("{{ data.rooms|join(', ', attribute='nmae') }}", None).unwrap_err();
+        assert!(matches!(&err, RenderError::Template(m) if m.contains("data.rooms[0] has no key \"nmae\"")), "{err:?}");
         let err = render_data("{{ data.menu.spelt|tojson }}", None).unwrap_err();
         assert!(matches!(&err, RenderError::Template(m) if m.contains("data.menu has no key \"spelt\"")), "{err:?}");
         let err = render_data("{{ data.rooms[5].name }}", None).unwrap_err();
