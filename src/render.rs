@@ -1,6 +1,8 @@
 //! The minijinja environment of one catalog snapshot: the templates folder
-//! and inline templates, `fail()`, and the bounds that keep one render from
-//! hurting the server.
+//! and inline templates, `fail()`, `data:` (whose missing keys are errors
+//! naming the path, not empty strings: [`data_value`]), filters and tests
+//! known to templates (checked at load), and the bounds that keep one render
+//! from hurting the server.
 //!
 //! Every template is compiled and checked when the catalog loads (the files
 //! of the templates folder are read then, not lazily), so syntax errors are
