@@ -1,6 +1,8 @@
 //! The minijinja environment of one catalog snapshot: the templates folder
-//! and inline templates, `fail()`, and the bounds that keep one render from
-//! hurting the server.
+//! and inline templates, `fail()`, `data:` (whose missing keys are errors
+//! naming the path, not empty strings: [`data_value`]), filters and tests
+//! known to templates (checked at load), and the bounds that keep one render
+//! from hurting the server.
 //!
 //! Every template is compiled and checked when the catalog loads (the files
 //! of the templates folder are read then, not lazily), so syntax errors are
@@ -51,7 +53,9 @@ use std::collections::HashSet;
 
 use std::fmt::Write as _;
 
-use minijinja::value::Kwargs;
+use std::sync::Arc;
+
+use minijinja::value::{Enumerator, Kwargs, Object, ObjectExt as _, ObjectRepr};
 use minijinja::{Environment, Error, ErrorKind, State, Value};
 
 /// Work one render may do (about one unit per instruction); generous for any
@@ -97,12 +101,19 @@ pub fn environment() -> Environment<'static> {
     // Output is text or JSON for a model, never HTML: no auto-escaping.
     env.set_auto_escape_callback(|_| minijinja::AutoEscape::None);
     // `none` (SQL NULL, JSON null) prints as nothing, not "None".
-    env.set_formatter(
-        |out, state, value| {
-            if value.is_none() { Ok(()) } else { minijinja::escape_formatter(out, state, value) }
-        },
-    );
+    // A missing key of `data` is an error where it is printed (see `data_value`).
+    env.set_formatter(|out, state, value| {
+        if let Some(err) = missing_error(value) {
+            return Err(err);
+        }
+        if value.is_none() { Ok(()) } else { minijinja::escape_formatter(out, state, value) }
+    });
     env.add_function("fail", fail);
+    // Tests for presence that see a missing key of `data` as undefined.
+    env.add_test("defined", |value: &Value| !is_absent(value));
+    env.add_test("undefined", |value: &Value| is_absent(value));
+    env.add_filter("default", default);
+    env.add_filter("d", default);
     // Builtins that build their whole result before minijinja charges fuel
     // for it: the same filters, measured first (see the module doc).
     env.add_filter("join", join);
@@ -160,6 +171,217 @@ pub fn to_value<T: serde::Serialize>(value: &T) -> Value {
     Value::from(minijinja::value::Serde(value))
 }
 
+/// `data:` as templates see it: maps and lists whose missing attributes
+/// (`data.menu.rye.nmae`) and items (`data.rooms[5]`) are errors naming the
+/// path (`data.menu.rye has no key "nmae"`) when printed, where minijinja
+/// would print nothing. A missing subscript of a map (`data.menu[product]`)
+/// stays undefined: minijinja answers `product in data.menu` with the same
+/// lookup (an attribute of it is then minijinja's "undefined value" error).
+/// A template can still ask whether something is there: `is defined`,
+/// `is undefined`, `default(…)`/`d(…)`, `if data.x`, `data.x or …`,
+/// `"x" in data` and `data.get("x")` treat a missing key as undefined.
+/// `tojson`, `string`, `pprint` and `join` of a missing key are errors too.
+/// (Iterating a missing key gives nothing, and joining it into a string with
+/// `~` adds nothing, as for any undefined value; arithmetic and comparisons
+/// with it fail with minijinja's own message.) A key that is itself
+/// undefined or none (`data.rooms[size]` with the optional argument `size`
+/// not given) gives undefined, as before.
+pub fn data_value(data: &serde_json::Map<String, serde_json::Value>) -> Value {
+    data_map("data".to_owned(), data)
+}
+
+fn data_node(path: String, value: &serde_json::Value) -> Value {
+    match value {
+        serde_json::Value::Object(map) => data_map(path, map),
+        serde_json::Value::Array(items) => {
+            let items = items.iter().enumerate().map(|(idx, item)| data_node(format!("{path}[{idx}]"), item)).collect();
+            Value::from_object(DataList { path, items })
+        }
+        other => to_value(other),
+    }
+}
+
+fn data_map(path: String, map: &serde_json::Map<String, serde_json::Value>) -> Value {
+    let entries = map
+        .iter()
+        .map(|(key, value)| {
+            let below = if is_identifier(key) { format!("{path}.{key}") } else { format!("{path}[{key:?}]") };
+            (key.clone(), data_node(below, value))
+        })
+        .collect();
+    Value::from_object(DataMap { path, entries })
+}
+
+fn is_identifier(key: &str) -> bool {
+    let mut chars = key.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// A map of `data:`.
+#[derive(Debug)]
+struct DataMap {
+    path: String,
+    entries: indexmap::IndexMap<String, Value>,
+}
+
+/// Keys named in a missing key's message when there are this many or fewer.
+const FEW_KEYS: usize = 12;
+
+impl Object for DataMap {
+    fn repr(self: &Arc<Self>) -> ObjectRepr {
+        ObjectRepr::Map
+    }
+
+    /// A subscript (`data.menu[product]`) and `in` (`product in data.menu`,
+    /// which minijinja answers with this lookup): undefined when missing.
+    fn get_value(self: &Arc<Self>, key: &Value) -> Option<Value> {
+        key.as_str().and_then(|k| self.entries.get(k)).cloned()
+    }
+
+    /// An attribute (`data.menu.rye.nmae`): an error when missing and printed.
+    fn get_value_by_str(self: &Arc<Self>, key: &str) -> Option<Value> {
+        if let Some(value) = self.entries.get(key) {
+            return Some(value.clone());
+        }
+        let known = if self.entries.is_empty() {
+            " (it is empty)".to_owned()
+        } else if self.entries.len() <= FEW_KEYS {
+            let keys: Vec<&str> = self.entries.keys().map(String::as_str).collect();
+            format!(" (it has {})", keys.join(", "))
+        } else {
+            String::new()
+        };
+        Some(Missing::value(format!("{} has no key {key:?}{known}", self.path)))
+    }
+
+    fn enumerate(self: &Arc<Self>) -> Enumerator {
+        self.mapped_enumerator(|this| Box::new(this.entries.keys().map(|k| Value::from(k.as_str()))))
+    }
+
+    fn enumerator_len(self: &Arc<Self>) -> Option<usize> {
+        Some(self.entries.len())
+    }
+
+    /// Python's `get`, `items`, `keys` and `values`, so that
+    /// `data.get("x", "fallback")` asks for a key that may be missing.
+    fn call_method(self: &Arc<Self>, _state: &mut State<'_, '_>, method: &str, args: &[Value]) -> Result<Value, Error> {
+        match (method, args) {
+            ("get", [key]) | ("get", [key, _]) => Ok(key
+                .as_str()
+                .and_then(|k| self.entries.get(k))
+                .cloned()
+                .unwrap_or_else(|| args.get(1).cloned().unwrap_or(Value::from(())))),
+            ("items", []) => Ok(Value::from(
+                self.entries
+                    .iter()
+                    .map(|(k, v)| Value::from(vec![Value::from(k.as_str()), v.clone()]))
+                    .collect::<Vec<_>>(),
+            )),
+            ("keys", []) => Ok(Value::from(self.entries.keys().map(|k| Value::from(k.as_str())).collect::<Vec<_>>())),
+            ("values", []) => Ok(Value::from(self.entries.values().cloned().collect::<Vec<_>>())),
+            _ => Err(Error::from(ErrorKind::UnknownMethod)),
+        }
+    }
+}
+
+/// A list of `data:`.
+#[derive(Debug)]
+struct DataList {
+    path: String,
+    items: Vec<Value>,
+}
+
+impl Object for DataList {
+    fn repr(self: &Arc<Self>) -> ObjectRepr {
+        ObjectRepr::Seq
+    }
+
+    fn get_value(self: &Arc<Self>, key: &Value) -> Option<Value> {
+        let index = i64::try_from(key.clone()).ok();
+        let len = self.items.len();
+        let position = index.map(|i| if i < 0 { i64::try_from(len).unwrap_or(i64::MAX) + i } else { i });
+        if let Some(item) = position.and_then(|p| usize::try_from(p).ok()).and_then(|p| self.items.get(p)) {
+            return Some(item.clone());
+        }
+        if key.is_undefined() || key.is_none() {
+            return None;
+        }
+        Some(Missing::value(format!("{} has no item {} (it has {len})", self.path, key_text(key))))
+    }
+
+    fn enumerate(self: &Arc<Self>) -> Enumerator {
+        Enumerator::Seq(self.items.len())
+    }
+}
+
+/// A key printed in a message: strings quoted, the rest as written.
+fn key_text(key: &Value) -> String {
+    match key.as_str() {
+        Some(text) => format!("{text:?}"),
+        None => key.to_string(),
+    }
+}
+
+/// What a missing key of `data` gives: false, empty, and an error when
+/// printed or called, with the path that led nowhere.
+#[derive(Debug)]
+struct Missing {
+    message: String,
+}
+
+impl Missing {
+    fn value(message: String) -> Value {
+        Value::from_object(Missing { message })
+    }
+
+    fn error(&self) -> Error {
+        Error::new(ErrorKind::UndefinedError, self.message.clone())
+    }
+}
+
+impl Object for Missing {
+    /// Below a missing key, still the first key that was missing.
+    fn get_value(self: &Arc<Self>, _key: &Value) -> Option<Value> {
+        Some(Value::from_dyn_object(minijinja::value::DynObject::new(Arc::clone(self))))
+    }
+
+    fn enumerate(self: &Arc<Self>) -> Enumerator {
+        Enumerator::Empty
+    }
+
+    fn is_true(self: &Arc<Self>) -> bool {
+        false
+    }
+
+    fn call(self: &Arc<Self>, _state: &mut State<'_, '_>, _args: &[Value]) -> Result<Value, Error> {
+        Err(self.error())
+    }
+
+    fn render(self: &Arc<Self>, _f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        Ok(())
+    }
+}
+
+/// The error a missing key of `data` stands for, if `value` is one.
+fn missing_error(value: &Value) -> Option<Error> {
+    value.downcast_object_ref::<Missing>().map(Missing::error)
+}
+
+/// Whether `value` is undefined, or a missing key of `data`.
+fn is_absent(value: &Value) -> bool {
+    value.is_undefined() || value.downcast_object_ref::<Missing>().is_some()
+}
+
+/// `default(value, other="", lax=false)`: minijinja's, for missing `data` keys too.
+fn default(value: &Value, other: Option<Value>, lax: Option<Value>) -> Value {
+    if is_absent(value) || (lax.is_some_and(|lax| lax.is_true()) && !value.is_true()) {
+        other.unwrap_or_else(|| Value::from(""))
+    } else {
+        value.clone()
+    }
+}
+
 /// Names every template may use without declaring them: globals and
 /// functions of the environment (`fail`, `range`, `namespace`, …).
 pub fn global_names(env: &Environment<'_>) -> HashSet<String> {
@@ -167,6 +389,141 @@ pub fn global_names(env: &Environment<'_>) -> HashSet<String> {
     // Tests and loop helpers that undeclared_variables may report.
     names.extend(["loop", "self", "super", "caller", "varargs", "kwargs"].map(String::from));
     names
+}
+
+/// minijinja's builtin filters (with the `builtins` feature) that carte keeps.
+const FILTERS: &[&str] = &[
+    "abs",
+    "attr",
+    "batch",
+    "bool",
+    "capitalize",
+    "chain",
+    "count",
+    "d",
+    "default",
+    "dictsort",
+    "e",
+    "escape",
+    "first",
+    "float",
+    "format",
+    "groupby",
+    "indent",
+    "int",
+    "items",
+    "join",
+    "last",
+    "length",
+    "lines",
+    "list",
+    "lower",
+    "map",
+    "max",
+    "min",
+    "pprint",
+    "reject",
+    "rejectattr",
+    "replace",
+    "reverse",
+    "round",
+    "safe",
+    "select",
+    "selectattr",
+    "slice",
+    "sort",
+    "split",
+    "string",
+    "sum",
+    "title",
+    "tojson",
+    "trim",
+    "unique",
+    "upper",
+    "urlencode",
+    "zip",
+];
+
+/// minijinja's builtin tests.
+const TESTS: &[&str] = &[
+    "boolean",
+    "defined",
+    "divisibleby",
+    "endingwith",
+    "eq",
+    "equalto",
+    "escaped",
+    "even",
+    "false",
+    "filter",
+    "float",
+    "ge",
+    "greaterthan",
+    "gt",
+    "in",
+    "integer",
+    "iterable",
+    "le",
+    "lessthan",
+    "lower",
+    "lt",
+    "mapping",
+    "ne",
+    "none",
+    "number",
+    "odd",
+    "safe",
+    "sameas",
+    "sequence",
+    "startingwith",
+    "string",
+    "test",
+    "true",
+    "undefined",
+    "upper",
+];
+
+/// The environment filters and tests are looked up in.
+static PROBE: std::sync::LazyLock<Environment<'static>> = std::sync::LazyLock::new(environment);
+
+/// Whether the environment has the filter `name` (minijinja reports an
+/// unknown filter only when a render reaches it; this asks by rendering
+/// one). `name` is one the template parser accepted.
+fn probe_filter(name: &str) -> bool {
+    !matches!(PROBE.render_str(&format!("{{{{ none|{name} }}}}"), ()), Err(err) if err.kind() == ErrorKind::UnknownFilter)
+}
+
+fn probe_test(name: &str) -> bool {
+    !matches!(
+        PROBE.render_str(&format!("{{% if none is {name} %}}{{% endif %}}"), ()),
+        Err(err) if err.kind() == ErrorKind::UnknownTest
+    )
+}
+
+static KNOWN_FILTERS: std::sync::LazyLock<Vec<&'static str>> =
+    std::sync::LazyLock::new(|| FILTERS.iter().copied().filter(|name| probe_filter(name)).collect());
+
+static KNOWN_TESTS: std::sync::LazyLock<Vec<&'static str>> =
+    std::sync::LazyLock::new(|| TESTS.iter().copied().filter(|name| probe_test(name)).collect());
+
+/// The filters templates can use, for "did you mean".
+pub fn filter_names() -> &'static [&'static str] {
+    &KNOWN_FILTERS
+}
+
+/// The tests templates can use, for "did you mean".
+pub fn test_names() -> &'static [&'static str] {
+    &KNOWN_TESTS
+}
+
+/// Whether templates can use the filter `name` (a name the parser accepted).
+pub fn has_filter(name: &str) -> bool {
+    KNOWN_FILTERS.contains(&name) || probe_filter(name)
+}
+
+/// Whether templates can use the test `name` (a name the parser accepted).
+pub fn has_test(name: &str) -> bool {
+    KNOWN_TESTS.contains(&name) || probe_test(name)
 }
 
 /// Renders the template `name` with `context`, into at most
@@ -353,6 +710,9 @@ fn join(
             Some(path) => attribute_path(item, path),
             None => item,
         };
+        if let Some(err) = missing_error(&item) {
+            return Err(err);
+        }
         let written = if idx > 0 { out.write_str(&joiner) } else { Ok(()) };
         written.and_then(|()| write!(out, "{item}")).map_err(|_| too_big("join", limit))?;
     }
@@ -362,6 +722,9 @@ fn join(
 /// `tojson`: minijinja's, once the JSON is known to fit the budget (the
 /// builtin serializes everything, then charges for it).
 fn tojson(state: &State<'_, '_>, value: &Value, indent: Option<Value>, kwargs: Kwargs) -> Result<Value, Error> {
+    if let Some(err) = missing_error(value) {
+        return Err(err);
+    }
     let limit = byte_budget(state);
     let mut measure = Measure::new(limit, true);
     let spaces = match indent.as_ref() {
@@ -386,6 +749,9 @@ fn tojson(state: &State<'_, '_>, value: &Value, indent: Option<Value>, kwargs: K
 
 /// `string`: minijinja's, once the text is known to fit the budget.
 fn string(state: &State<'_, '_>, value: &Value) -> Result<Value, Error> {
+    if let Some(err) = missing_error(value) {
+        return Err(err);
+    }
     let limit = byte_budget(state);
     if write!(Measure::new(limit, false), "{value}").is_err() {
         return Err(too_big("string", limit));
@@ -395,6 +761,9 @@ fn string(state: &State<'_, '_>, value: &Value) -> Result<Value, Error> {
 
 /// `pprint`: minijinja's, once the text is known to fit the budget.
 fn pprint(state: &State<'_, '_>, value: &Value) -> Result<String, Error> {
+    if let Some(err) = missing_error(value) {
+        return Err(err);
+    }
     let limit = byte_budget(state);
     if write!(Measure::new(limit, false), "{value:#?}").is_err() {
         return Err(too_big("pprint", limit));
@@ -529,5 +898,88 @@ mod tests {
         assert_eq!(render_one("{{ {'a': 1}|tojson(indent=2) }}").unwrap(), "{\n  \"a\": 1\n}");
         assert_eq!(render_one("{{ [1, 2]|string }}").unwrap(), "[1, 2]");
         assert_eq!(render_one("{{ [1]|pprint }}").unwrap(), "[\n    1,\n]");
+    }
+
+    /// Renders `source` with `data:` below and the argument `product`.
+    fn render_data(source: &str, product: Option<&str>) -> Result<String, RenderError> {
+        let data = serde_json::json!({
+            "menu": { "rye": { "name": "Rye", "price": 4 }, "wheat": { "name": "Wheat", "price": 3 } },
+            "rooms": [ { "name": "Blue" }, { "name": "Red" } ],
+        });
+        let serde_json::Value::Object(data) = data else { unreachable!() };
+        let mut env = environment();
+        env.add_template("t", source).unwrap();
+        let context = match product {
+            Some(product) => minijinja::context! { data => data_value(&data), product => product },
+            None => minijinja::context! { data => data_value(&data) },
+        };
+        render(&env, "t", context)
+    }
+
+    #[test]
+    fn data_renders_as_plain_values() {
+        let source = "{{ data.menu[product].name }} {{ data.rooms[1].name }} {{ data.rooms[-1].name }} \
+            {% for k in data.menu %}{{ k }},{% endfor %} {% for r in data.rooms %}{{ r.name }},{% endfor %} \
+            {{ data.menu|length }} {{ data.rooms|map(attribute='name')|join('+') }} {{ data.menu.rye|tojson }} \
+            {% for k, v in data.menu|items %}{{ k }}={{ v.price }};{% endfor %} {{ data.menu.keys()|join(',') }}";
+        assert_eq!(
+            render_data(source, Some("rye")).unwrap(),
+            "Rye Red Red rye,wheat, Blue,Red, 2 Blue+Red {\"name\": \"Rye\", \"price\": 4} rye=4;wheat=3; rye,wheat"
+        );
+    }
+
+    #[test]
+    fn a_missing_key_of_data_is_an_error_naming_the_path() {
+        let err = render_data("{{ data.menu[product].nmae }}", Some("rye")).unwrap_err();
+        assert_eq!(
+            err,
+            RenderError::Template(
+                "undefined value: data.menu.rye has no key \"nmae\" (it has name, price) (in template t, line 1)"
+                    .to_owned()
+            )
+        );
+        // A subscript stays undefined (`in` asks the same way): minijinja's error below it.
+        let err = render_data("{{ data.menu[product].name }}", Some("spelt")).unwrap_err();
+        assert!(matches!(&err, RenderError::Template(m) if m.contains("`data.menu[...]` is undefined")), "{err:?}");
+        let asked = "{{ product in data.menu }} {{ 'rye' in data.menu }} {{ data.menu[product] is defined }}";
+        assert_eq!(render_data(asked, Some("spelt")).unwrap(), "False True False");
+        let err = render_data("{{ data.menu.spelt }}", None).unwrap_err();
+        assert!(
+            matches!(&err, RenderError::Template(m) if m.contains("data.menu has no key \"spelt\" (it has rye, wheat)")),
+            "{err:?}"
+        );
+        // Below a missing key, the message still names the first one.
+        let err = render_data("{{ data.manu.rye.name }}", None).unwrap_err();
+        assert!(matches!(&err, RenderError::Template(m) if m.contains("data has no key \"manu\"")), "{err:?}");
+        let err = render_data("{{ data.rooms|join(', ', attribute='nmae') }}", None).unwrap_err();
+        assert!(matches!(&err, RenderError::Template(m) if m.contains("data.rooms[0] has no key \"nmae\"")), "{err:?}");
+        let err = render_data("{{ data.menu.spelt|tojson }}", None).unwrap_err();
+        assert!(matches!(&err, RenderError::Template(m) if m.contains("data.menu has no key \"spelt\"")), "{err:?}");
+        let err = render_data("{{ data.rooms[5].name }}", None).unwrap_err();
+        assert!(
+            matches!(&err, RenderError::Template(m) if m.contains("data.rooms has no item 5 (it has 2)")),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn a_template_can_still_ask_whether_data_has_a_key() {
+        let source = "{{ data.x is defined == 1 is even }} {{ data.x is undefined == 1 is odd }} {{ data.menu[product].stock|default('in stock') }} \
+            {{ data.x|d('d') }} {{ data.x|default('', true) }}{% if data.x %}yes{% else %}no{% endif %} {{ data.x or 'or' }} \
+            {{ data.get('x', 'got') }} {{ data.menu.get('rye').name }} {% for i in data.x %}{{ i }}{% endfor %}[{{ '' ~ data.x }}]";
+        assert_eq!(render_data(source, Some("rye")).unwrap(), "True True in stock d no or got Rye []");
+    }
+
+    #[test]
+    fn optional_arguments_not_given_render_as_before() {
+        // `product` not given: `data.menu[product]` is undefined, printed as nothing.
+        assert_eq!(render_data("[{{ data.menu[product] }}][{{ product }}]", None).unwrap(), "[][]");
+        assert_eq!(render_data("{{ data.menu[product] is undefined == 1 is odd }}", None).unwrap(), "True");
+        let mut env = environment();
+        env.add_template("t", "[{{ data.menu[product] }}]").unwrap();
+        let serde_json::Value::Object(data) = serde_json::json!({ "menu": {} }) else { unreachable!() };
+        let data = data_value(&data);
+        let null = render(&env, "t", minijinja::context! { data => data, product => () }).unwrap();
+        assert_eq!(null, "[]");
     }
 }

@@ -23,7 +23,9 @@ use crate::run::sql::Probe;
 mod databases;
 mod prompts;
 mod resources;
+mod scalar_map;
 mod schemas;
+mod template_analysis;
 mod templates;
 mod tools;
 
@@ -48,6 +50,8 @@ struct Builder<'a> {
     templates_dir: Option<PathBuf>,
     /// Template files, with the first catalog place that uses each.
     template_files: HashMap<String, Option<Location>>,
+    /// Catalog files' text, read again only to place errors inside templates.
+    file_texts: HashMap<PathBuf, Option<String>>,
     inputs: &'a mut Inputs,
     previous: Option<&'a Catalog>,
     databases: IndexMap<String, DatabaseEntry>,
@@ -76,6 +80,7 @@ pub fn build(
         globals,
         templates_dir: None,
         template_files: HashMap::new(),
+        file_texts: HashMap::new(),
         inputs,
         previous,
         databases: IndexMap::new(),
@@ -91,7 +96,7 @@ pub fn build(
         assembled.resource_templates.iter().filter_map(|decl| builder.resource_template(decl)).collect();
     builder.check_duplicates();
     builder.check_prompt_resources(&resources, &resource_templates);
-    let data = crate::render::to_value(&assembled.data);
+    let data = crate::render::data_value(&assembled.data);
     builder.inputs.templates = vec![builder.configured_templates_dir()];
     let inputs = builder.inputs.clone();
     let Builder { sources, databases, .. } = builder;

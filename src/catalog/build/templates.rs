@@ -1,6 +1,7 @@
 //! Templates: the templates folder, inline and file templates, their
 //! syntax and the variables they use, and content blocks.
 
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
@@ -12,7 +13,7 @@ use crate::diag::{Diagnostic, Location, did_you_mean};
 use crate::render;
 
 use super::resources::guess_mime;
-use super::{Builder, Scope, present, read_limited};
+use super::{Builder, Scope, present, read_limited, scalar_map, template_analysis};
 
 impl Builder<'_> {
     /// The templates folder the catalog asks for, whether it exists or not.
@@ -122,20 +123,19 @@ impl Builder<'_> {
             };
             self.inputs.record(&path, text.as_bytes());
             let compiled = self.env.template_from_named_str(&name, &text).map(drop);
-            self.sources.insert(name.clone(), text);
             if let Err(err) = compiled {
                 self.broken.insert(name.clone());
-                let line = err.line().unwrap_or(1);
-                let column = column_of(&err, &path).unwrap_or(1);
+                let location = match err.range() {
+                    Some(range) => text_location(&path, &text, range),
+                    None => Location { file: path.clone(), line: err.line().unwrap_or(1), column: 1, width: 1 },
+                };
                 self.diagnostics.push(Diagnostic::error(
                     "template-syntax",
-                    Location { file: path.clone(), line, column, width: 1 },
-                    format!(
-                        "template `{name}`: {}",
-                        render::describe(&err).split(" (in template").next().unwrap_or_default()
-                    ),
+                    location,
+                    format!("template `{name}`: {}", syntax_message(&err)),
                 ));
             }
+            self.sources.insert(name.clone(), text);
             self.template_files.insert(name, None);
         }
     }
@@ -151,19 +151,22 @@ impl Builder<'_> {
     ) -> Option<String> {
         let location = self.assembled.locate(origin, below);
         if let Err(err) = self.env.template_from_named_str(&name, source) {
-            let mut message = render::describe(&err);
-            if let Some(idx) = message.find(" (in template") {
-                message.truncate(idx);
-            }
-            let where_ = match err.line() {
-                Some(line) if source.lines().count() > 1 => format!(" (line {line} of the template)"),
-                _ => String::new(),
+            let message = syntax_message(&err);
+            let placed = err.range().and_then(|range| self.in_scalar(&location, source, range));
+            match placed {
+                Some(placed) => self.error("template-syntax", placed, message),
+                None => {
+                    let where_ = match err.line() {
+                        Some(line) if source.lines().count() > 1 => format!(" (line {line} of the template)"),
+                        _ => String::new(),
+                    };
+                    self.error("template-syntax", location, format!("{message}{where_}"))
+                }
             };
-            self.error("template-syntax", location, format!("{message}{where_}"));
             return None;
         }
         self.sources.insert(name.clone(), source.to_owned());
-        self.check_variables(&name, &location, scope);
+        self.check_template(&name, &Written::Inline(location), scope, true);
         Some(name)
     }
 
@@ -193,38 +196,116 @@ impl Builder<'_> {
             // A syntax error in the file, reported where the file is.
             return None;
         }
+        let mut first_use = false;
         self.template_files.entry(name.to_owned()).and_modify(|first| {
             if first.is_none() {
                 *first = Some(location.clone());
+                first_use = true;
             }
         });
-        self.check_variables(name, &location, scope);
+        let path = self.templates_dir.clone().unwrap_or_default().join(name);
+        let written = Written::File { path, used_at: location, owner: self.owner_of(origin) };
+        self.check_template(name, &written, scope, first_use);
         Some(name.to_owned())
     }
 
-    pub(super) fn check_variables(&mut self, name: &str, location: &Location, scope: &mut Scope) {
-        let Some(source) = self.sources.get(name) else { return };
-        let Ok(template) = self.env.template_from_named_str(name, source) else { return };
-        let mut unknown: Vec<String> =
-            template.undeclared_variables(false).into_iter().filter(|v| !self.globals.contains(v)).collect();
-        drop(template);
-        unknown.sort();
-        for variable in unknown {
-            if scope.allowed.contains(&variable) {
-                scope.used.insert(variable);
+    /// Checks what template `name` uses: variables against `scope` (each
+    /// use), and, when `everything`, filters, tests and `data` paths (which
+    /// do not depend on who uses it: once per file).
+    fn check_template(&mut self, name: &str, written: &Written, scope: &mut Scope, everything: bool) {
+        let Some(source) = self.sources.get(name).cloned() else { return };
+        // A template that does not parse was reported where it is.
+        let Ok(analysis) = template_analysis::analyze(&source, &self.assembled.data) else { return };
+        for variable in analysis.undeclared {
+            if self.globals.contains(&variable.name) {
                 continue;
             }
-            let hint = match did_you_mean(&variable, scope.allowed.iter().map(String::as_str)) {
+            if scope.allowed.contains(&variable.name) {
+                scope.used.insert(variable.name);
+                continue;
+            }
+            let hint = match did_you_mean(&variable.name, scope.allowed.iter().map(String::as_str)) {
                 Some(close) => format!("did you mean `{close}`?"),
                 None => format!("this template can use: {}", scope.allowed.join(", ")),
             };
-            self.error(
-                "unknown-variable",
-                location.clone(),
-                format!("template uses `{variable}`, which is not defined here"),
-            )
-            .hint = Some(hint);
+            let message = format!("template uses `{}`, which is not defined here", variable.name);
+            self.report_in(written, &source, variable.range, "unknown-variable", message, hint);
         }
+        if !everything {
+            return;
+        }
+        for (kind, uses) in [("filter", analysis.filters), ("test", analysis.tests)] {
+            for used in uses {
+                let known =
+                    if kind == "filter" { render::has_filter(&used.name) } else { render::has_test(&used.name) };
+                if known {
+                    continue;
+                }
+                let names = if kind == "filter" { render::filter_names() } else { render::test_names() };
+                let hint = match did_you_mean(&used.name, names.iter().copied()) {
+                    Some(close) => format!("did you mean `{close}`?"),
+                    None => format!("the {kind}s are: {}", names.join(", ")),
+                };
+                let code = if kind == "filter" { "unknown-filter" } else { "unknown-test" };
+                self.report_in(written, &source, used.range, code, format!("unknown {kind} `{}`", used.name), hint);
+            }
+        }
+        for problem in analysis.data {
+            self.report_in(written, &source, problem.range, "unknown-data", problem.message, problem.hint);
+        }
+    }
+
+    /// Reports an error at `range` of a template's `source`.
+    fn report_in(
+        &mut self,
+        written: &Written,
+        source: &str,
+        range: Range<usize>,
+        code: &'static str,
+        message: String,
+        hint: String,
+    ) {
+        let mut diagnostic = match written {
+            Written::Inline(at) => {
+                let location = self.in_scalar(at, source, range).unwrap_or_else(|| at.clone());
+                Diagnostic::error(code, location, message)
+            }
+            Written::File { path, used_at, owner } => {
+                Diagnostic::error(code, text_location(path, source, range), message)
+                    .with_note(format!("used by {owner} here"), used_at.clone())
+            }
+        };
+        diagnostic.hint = Some(hint);
+        self.diagnostics.push(diagnostic);
+    }
+
+    /// Where `range` of an inline template written as the scalar at `at` is.
+    fn in_scalar(&mut self, at: &Location, source: &str, range: Range<usize>) -> Option<Location> {
+        let text = self
+            .file_texts
+            .entry(at.file.clone())
+            .or_insert_with(|| std::fs::read_to_string(&at.file).ok())
+            .as_deref()?;
+        scalar_map::locate_in_scalar(text, at, source, range)
+    }
+
+    /// "tool `x`", "prompt `y`", … for the declaration at `origin`.
+    fn owner_of(&self, origin: &Origin) -> String {
+        let assembled = self.assembled;
+        let same = |other: &Origin| other.file == origin.file && other.pointer == origin.pointer;
+        if let Some(tool) = assembled.tools.iter().find(|d| same(&d.origin)) {
+            return format!("tool `{}`", tool.spec.name);
+        }
+        if let Some(prompt) = assembled.prompts.iter().find(|d| same(&d.origin)) {
+            return format!("prompt `{}`", prompt.spec.name);
+        }
+        if let Some(resource) = assembled.resources.iter().find(|d| same(&d.origin)) {
+            return format!("resource `{}`", resource.spec.uri);
+        }
+        if let Some(template) = assembled.resource_templates.iter().find(|d| same(&d.origin)) {
+            return format!("resource template `{}`", template.spec.name);
+        }
+        "the catalog".to_owned()
     }
 
     /// Registers the text/template of a content block; returns the block.
@@ -338,9 +419,43 @@ impl Builder<'_> {
     }
 }
 
-pub(super) fn column_of(err: &minijinja::Error, path: &Path) -> Option<usize> {
-    let range = err.range()?;
-    let text = std::fs::read_to_string(path).ok()?;
-    let before = text.get(..range.start)?;
-    Some(before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1)
+/// Where a template's text is written, to place what is found inside it.
+enum Written {
+    /// A string of the catalog: the scalar at this place.
+    Inline(Location),
+    /// A file of the templates folder, used at `used_at` by `owner`.
+    File { path: PathBuf, used_at: Location, owner: String },
+}
+
+/// The place of `range` (bytes of `text`, the file at `path`): its first
+/// line, underlining to the range's end or that line's.
+fn text_location(path: &Path, text: &str, range: Range<usize>) -> Location {
+    let start = floor_boundary(text, range.start);
+    let before = &text[..start];
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |idx| idx + 1);
+    let column = text[line_start..start].chars().count() + 1;
+    let end = floor_boundary(text, range.end.max(start));
+    let token = &text[start..end];
+    let width = token.split('\n').next().map_or(0, |first| first.chars().count()).max(1);
+    Location { file: path.to_path_buf(), line, column, width }
+}
+
+/// The largest character boundary of `text` at or before `index`.
+fn floor_boundary(text: &str, index: usize) -> usize {
+    let mut index = index.min(text.len());
+    while !text.is_char_boundary(index) {
+        index -= 1;
+    }
+    index
+}
+
+/// minijinja's message for a template that does not compile, without the
+/// template's internal name and line (the location says where).
+fn syntax_message(err: &minijinja::Error) -> String {
+    let message = render::describe(err);
+    match message.find(" (in template") {
+        Some(idx) => message[..idx].to_owned(),
+        None => message,
+    }
 }

@@ -1,0 +1,720 @@
+//! What a template uses, with where: the variables it reads from outside
+//! (undeclared ones), the filters and tests it calls, and the paths into
+//! `data` it follows, each with the byte range of its name in the template
+//! source, so a diagnostic can underline the name itself.
+//!
+//! It walks minijinja's syntax tree (`unstable_machinery`, pinned to the
+//! minijinja version in Cargo.toml) with the same scoping as minijinja's own
+//! `undeclared_variables`.
+//!
+//! # `data` paths
+//! `data` is static, so a path whose parts are literal (`data.menu`,
+//! `data["menu"]`, `data.rooms[0]`) is looked up at load. A part that is an
+//! expression (`data.menu[product]`) stands for every value there: the next
+//! part is an error only if no value has it. `{% for item in data.menu %}`
+//! binds `item` to the list's items and `{% set m = data.menu %}` binds `m`,
+//! so `item.nmae` and `m.x` are checked the same way.
+//!
+//! A path is not checked where the template asks whether it is there:
+//! - as the subject of any test (`data.x is defined`),
+//! - filtered by `default`/`d` (`data.x | default(1)`),
+//! - as a bare condition (`{% if data.x %}`, `… if data.x else …`,
+//!   `data.x and …`, `not data.x`), and then nothing below that path is
+//!   checked inside what the condition guards (the `if`'s bodies, the
+//!   inline `if`'s branches, the right side of `and`/`or`),
+//! - as the object of a method call (`data.get("x")`, `data.menu.items()`).
+
+use std::collections::{HashMap, HashSet};
+use std::ops::Range;
+
+use minijinja::machinery::ast::{self, CallArg, Expr, Stmt};
+use minijinja::machinery::{Span, parse};
+use minijinja::syntax::SyntaxConfig;
+use serde_json::{Map, Value};
+
+use crate::diag::did_you_mean;
+
+/// A name used in a template, and the bytes of the template it spans.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Use {
+    pub name: String,
+    pub range: Range<usize>,
+}
+
+/// A path into `data` that leads nowhere.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct DataProblem {
+    /// The part of the path that does not exist.
+    pub range: Range<usize>,
+    pub message: String,
+    pub hint: String,
+}
+
+/// What one template uses.
+#[derive(Debug, Default)]
+pub(super) struct Analysis {
+    /// Variables read before any assignment, each at its first use, in order.
+    pub undeclared: Vec<Use>,
+    /// Every filter applied.
+    pub filters: Vec<Use>,
+    /// Every test applied.
+    pub tests: Vec<Use>,
+    pub data: Vec<DataProblem>,
+}
+
+/// Most values one path part may stand for before checking stops (each
+/// value is visited once per part, so this bounds the cost of a path).
+const MAX_VALUES: usize = 100_000;
+
+/// Keys listed in a hint when there are this many or fewer.
+const FEW_KEYS: usize = 12;
+
+/// Parses `source` and reports what it uses; `data` is the catalog's `data:`.
+pub(super) fn analyze(source: &str, data: &Map<String, Value>) -> Result<Analysis, minijinja::Error> {
+    let tree = parse(source, "<template>", SyntaxConfig::default())?;
+    let mut walker = Walker {
+        data,
+        assigned: vec![HashMap::new()],
+        seen: HashSet::new(),
+        guards: Vec::new(),
+        out: Analysis::default(),
+    };
+    walker.stmt(&tree);
+    Ok(walker.out)
+}
+
+fn range(span: Span) -> Range<usize> {
+    span.start_offset as usize..span.end_offset as usize
+}
+
+/// The values a local variable or an expression stands for in `data`.
+#[derive(Clone)]
+struct Resolved<'d> {
+    values: Vec<&'d Value>,
+    /// The root is `data` itself (a map the walker does not hold as a `Value`).
+    root: bool,
+    /// Where in `data` it is: `data.menu[…]`.
+    path: String,
+    /// How the template wrote it: `data.menu[product]` is `data.menu[…]`,
+    /// and `item.name` in `{% for item in data.menu %}` is `item.name`.
+    written: String,
+    /// Whether a part of the path was an expression.
+    dynamic: bool,
+}
+
+struct Walker<'d> {
+    data: &'d Map<String, Value>,
+    /// Assigned names per scope; `Some` for those known to hold `data` values.
+    assigned: Vec<HashMap<String, Option<Resolved<'d>>>>,
+    seen: HashSet<String>,
+    /// Paths tested for presence by an enclosing condition.
+    guards: Vec<String>,
+    out: Analysis,
+}
+
+impl<'d> Walker<'d> {
+    fn lookup(&self, name: &str) -> Option<&Option<Resolved<'d>>> {
+        self.assigned.iter().rev().find_map(|scope| scope.get(name))
+    }
+
+    fn assign(&mut self, name: &str, value: Option<Resolved<'d>>) {
+        if let Some(scope) = self.assigned.last_mut() {
+            scope.insert(name.to_owned(), value);
+        }
+    }
+
+    fn push(&mut self) {
+        self.assigned.push(HashMap::new());
+    }
+
+    fn pop(&mut self) {
+        self.assigned.pop();
+    }
+
+    fn var(&mut self, var: &ast::Spanned<ast::Var<'_>>) {
+        if self.lookup(var.id).is_none() && self.seen.insert(var.id.to_owned()) {
+            self.out.undeclared.push(Use { name: var.id.to_owned(), range: range(var.span()) });
+        }
+    }
+
+    fn guarded(&self, path: &str) -> bool {
+        self.guards.iter().any(|guard| {
+            path.strip_prefix(guard.as_str()).is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
+        })
+    }
+
+    /// Resolves a path expression to the `data` values it stands for,
+    /// reporting the first part that leads nowhere when `report`.
+    fn resolve(&mut self, expr: &Expr<'_>, report: bool) -> Option<Resolved<'d>> {
+        match expr {
+            Expr::Var(var) => match self.lookup(var.id) {
+                Some(bound) => bound.clone().map(|bound| Resolved { written: var.id.to_owned(), ..bound }),
+                None if var.id == "data" => Some(Resolved {
+                    values: Vec::new(),
+                    root: true,
+                    path: "data".to_owned(),
+                    written: "data".to_owned(),
+                    dynamic: false,
+                }),
+                None => None,
+            },
+            Expr::GetAttr(attr) => {
+                let base = self.resolve(&attr.expr, report)?;
+                let span = attr.span();
+                let end = span.end_offset as usize;
+                let name_range = end.saturating_sub(attr.name.len())..end;
+                self.key(base, attr.name, name_range, report)
+            }
+            Expr::GetItem(item) => {
+                let base = self.resolve(&item.expr, report)?;
+                match &item.subscript_expr {
+                    Expr::Const(constant) => {
+                        let key_range = range(constant.span());
+                        if let Some(key) = constant.value.as_str() {
+                            self.key(base, key, key_range, report)
+                        } else {
+                            let index = i64::try_from(constant.value.clone()).ok()?;
+                            self.index(base, index, key_range, report)
+                        }
+                    }
+                    _ => self.every(base),
+                }
+            }
+            _ => None,
+        }
+    }
+
+    /// The values of a map key on each of `base`'s values.
+    fn key(&mut self, base: Resolved<'d>, key: &str, at: Range<usize>, report: bool) -> Option<Resolved<'d>> {
+        let path = key_path(&base.path, key);
+        let written = key_path(&base.written, key);
+        let mut maps: Vec<&'d Map<String, Value>> = Vec::new();
+        if base.root {
+            maps.push(self.data);
+        }
+        for value in &base.values {
+            match value {
+                Value::Object(map) => maps.push(map),
+                // Strings, numbers, lists: attributes mean something else there.
+                _ => return None,
+            }
+        }
+        let found: Vec<&'d Value> = maps.iter().filter_map(|map| map.get(key)).collect();
+        if found.is_empty() {
+            if report && !self.guarded(&written) && !maps.is_empty() {
+                let subject = base.subject();
+                let mut keys: Vec<&str> = Vec::new();
+                for map in &maps {
+                    for k in map.keys() {
+                        if !keys.contains(&k.as_str()) && keys.len() <= FEW_KEYS {
+                            keys.push(k);
+                        }
+                    }
+                }
+                let message = if base.dynamic {
+                    format!("{subject} has no key `{key}`: none of the {} values it can be has one", maps.len())
+                } else {
+                    format!("{subject} has no key `{key}`")
+                };
+                let listed = if keys.is_empty() && base.root {
+                    format!("the catalog's `data:` is empty; add `{key}` there")
+                } else if keys.is_empty() {
+                    format!("`{}` is empty", base.path)
+                } else if keys.len() <= FEW_KEYS {
+                    format!("`{}` has: {}", base.path, keys.join(", "))
+                } else {
+                    format!("see the `data:` block for the keys of `{}`", base.path)
+                };
+                let hint = match did_you_mean(key, keys.iter().copied()) {
+                    Some(close) => format!("did you mean `{close}`? {listed}"),
+                    None => format!("{listed}; to allow a missing key, test it: `{written} is defined`"),
+                };
+                self.out.data.push(DataProblem { range: at, message, hint });
+            }
+            return None;
+        }
+        Some(Resolved { values: found, root: false, path, written, dynamic: base.dynamic })
+    }
+
+    /// The item at `index` of each of `base`'s lists.
+    fn index(&mut self, base: Resolved<'d>, index: i64, at: Range<usize>, report: bool) -> Option<Resolved<'d>> {
+        if base.root {
+            return None;
+        }
+        let path = format!("{}[{index}]", base.path);
+        let written = format!("{}[{index}]", base.written);
+        let mut found = Vec::new();
+        let mut shortest = usize::MAX;
+        for value in &base.values {
+            let Value::Array(items) = value else { return None };
+            shortest = shortest.min(items.len());
+            let position = if index < 0 { i64::try_from(items.len()).ok()? + index } else { index };
+            if let Some(item) = usize::try_from(position).ok().and_then(|p| items.get(p)) {
+                found.push(item);
+            }
+        }
+        if found.is_empty() {
+            if report && !self.guarded(&written) && !base.values.is_empty() {
+                let count = if base.values.len() == 1 {
+                    format!("it has {shortest}")
+                } else {
+                    "none of its values has that many".to_owned()
+                };
+                self.out.data.push(DataProblem {
+                    range: at,
+                    message: format!("{} has no item {index} ({count})", base.subject()),
+                    hint: "items are counted from 0".to_owned(),
+                });
+            }
+            return None;
+        }
+        Some(Resolved { values: found, root: false, path, written, dynamic: base.dynamic })
+    }
+
+    /// Every value (of a map) or item (of a list) of `base`'s values.
+    fn every(&mut self, base: Resolved<'d>) -> Option<Resolved<'d>> {
+        let mut found: Vec<&'d Value> = Vec::new();
+        if base.root {
+            found.extend(self.data.values());
+        }
+        for value in &base.values {
+            match value {
+                Value::Object(map) => found.extend(map.values()),
+                Value::Array(items) => found.extend(items.iter()),
+                _ => return None,
+            }
+            if found.len() > MAX_VALUES {
+                return None;
+            }
+        }
+        Some(Resolved {
+            values: found,
+            root: false,
+            path: format!("{}[…]", base.path),
+            written: format!("{}[…]", base.written),
+            dynamic: true,
+        })
+    }
+
+    /// The path a bare condition tests, as written, if it is a path.
+    fn condition_path(expr: &Expr<'_>) -> Option<String> {
+        match expr {
+            Expr::Test(test) => Self::condition_path(&test.expr),
+            other => static_path(other),
+        }
+    }
+
+    /// Visits a condition: bare paths and tests are presence checks; returns
+    /// the paths it tests, which guard what the condition controls.
+    fn condition(&mut self, expr: &Expr<'_>, guards: &mut Vec<String>) {
+        match expr {
+            Expr::Var(_) | Expr::GetAttr(_) | Expr::GetItem(_) | Expr::Test(_) => {
+                if let Some(path) = Self::condition_path(expr) {
+                    guards.push(path);
+                }
+                self.expr(expr, false);
+            }
+            Expr::UnaryOp(op) if matches!(op.op, ast::UnaryOpKind::Not) => self.condition(&op.expr, guards),
+            Expr::BinOp(op) if matches!(op.op, ast::BinOpKind::ScAnd | ast::BinOpKind::ScOr) => {
+                self.condition(&op.left, guards);
+                let before = self.guards.len();
+                self.guards.extend(guards.iter().cloned());
+                self.condition(&op.right, guards);
+                self.guards.truncate(before);
+            }
+            _ => self.expr(expr, true),
+        }
+    }
+
+    /// Runs `visit` with `guards` guarding what it visits.
+    fn with_guards(&mut self, guards: &[String], visit: impl FnOnce(&mut Self)) {
+        let before = self.guards.len();
+        self.guards.extend(guards.iter().cloned());
+        visit(self);
+        self.guards.truncate(before);
+    }
+
+    /// Visits an expression; `check` says whether a path it is gets checked
+    /// (its parts' subscripts always are).
+    fn expr(&mut self, expr: &Expr<'_>, check: bool) {
+        match expr {
+            Expr::Var(var) => self.var(var),
+            Expr::Const(_) => {}
+            Expr::GetAttr(_) | Expr::GetItem(_) => {
+                if check {
+                    self.resolve(expr, true);
+                }
+                self.path_parts(expr);
+            }
+            Expr::Slice(slice) => {
+                self.expr(&slice.expr, true);
+                for part in [&slice.start, &slice.stop, &slice.step].into_iter().flatten() {
+                    self.expr(part, true);
+                }
+            }
+            Expr::UnaryOp(op) => self.expr(&op.expr, true),
+            Expr::BinOp(op) if matches!(op.op, ast::BinOpKind::ScAnd | ast::BinOpKind::ScOr) => {
+                let mut guards = Vec::new();
+                self.condition(&op.left, &mut guards);
+                self.with_guards(&guards, |walker| walker.expr(&op.right, true));
+            }
+            Expr::BinOp(op) => {
+                self.expr(&op.left, true);
+                self.expr(&op.right, true);
+            }
+            Expr::Compare(compare) => {
+                self.expr(&compare.expr, true);
+                for op in &compare.ops {
+                    self.expr(&op.expr, true);
+                }
+            }
+            Expr::IfExpr(if_expr) => {
+                let mut guards = Vec::new();
+                self.condition(&if_expr.test_expr, &mut guards);
+                self.with_guards(&guards, |walker| {
+                    walker.expr(&if_expr.true_expr, true);
+                    if let Some(false_expr) = &if_expr.false_expr {
+                        walker.expr(false_expr, true);
+                    }
+                });
+            }
+            Expr::Filter(filter) => {
+                let start = filter.span().start_offset as usize;
+                self.out.filters.push(Use { name: filter.name.to_owned(), range: start..start + filter.name.len() });
+                if let Some(inner) = &filter.expr {
+                    self.expr(inner, !matches!(filter.name, "default" | "d"));
+                }
+                self.args(&filter.args);
+            }
+            Expr::Test(test) => {
+                let start = test.span().start_offset as usize;
+                self.out.tests.push(Use { name: test.name.to_owned(), range: start..start + test.name.len() });
+                self.expr(&test.expr, false);
+                self.args(&test.args);
+            }
+            Expr::Call(call) => {
+                match &call.expr {
+                    // A method: its object is checked, not the method's name.
+                    Expr::GetAttr(method) => {
+                        if matches!(method.expr, Expr::Var(_) | Expr::GetAttr(_) | Expr::GetItem(_)) {
+                            self.path_parts(&method.expr);
+                        } else {
+                            self.expr(&method.expr, true);
+                        }
+                        self.resolve(&method.expr, true);
+                    }
+                    callee => self.expr(callee, true),
+                }
+                self.args(&call.args);
+            }
+            Expr::List(list) => list.items.iter().for_each(|item| self.expr(item, true)),
+            Expr::Tuple(tuple) => tuple.items.iter().for_each(|item| self.expr(item, true)),
+            Expr::Map(map) => {
+                for (key, value) in map.keys.iter().zip(map.values.iter()) {
+                    self.expr(key, true);
+                    self.expr(value, true);
+                }
+            }
+        }
+    }
+
+    /// Visits the parts of a path (its root and subscripts) without checking
+    /// the path itself (done once, for the whole path).
+    fn path_parts(&mut self, expr: &Expr<'_>) {
+        match expr {
+            Expr::GetAttr(attr) => self.path_parts(&attr.expr),
+            Expr::GetItem(item) => {
+                self.path_parts(&item.expr);
+                self.expr(&item.subscript_expr, true);
+            }
+            other => self.expr(other, true),
+        }
+    }
+
+    fn args(&mut self, args: &[CallArg<'_>]) {
+        for arg in args {
+            match arg {
+                CallArg::Pos(expr) | CallArg::Kwarg(_, expr) | CallArg::PosSplat(expr) | CallArg::KwargSplat(expr) => {
+                    self.expr(expr, true);
+                }
+            }
+        }
+    }
+
+    fn target(&mut self, target: &Expr<'_>, value: Option<Resolved<'d>>) {
+        match target {
+            Expr::Var(var) => self.assign(var.id, value),
+            Expr::List(list) => list.items.iter().for_each(|item| self.target(item, None)),
+            Expr::Tuple(tuple) => tuple.items.iter().for_each(|item| self.target(item, None)),
+            _ => {}
+        }
+    }
+
+    /// What an assigned expression holds, if it is a `data` path.
+    fn bound(&mut self, expr: &Expr<'_>) -> Option<Resolved<'d>> {
+        match expr {
+            Expr::Var(_) | Expr::GetAttr(_) | Expr::GetItem(_) => self.resolve(expr, false),
+            _ => None,
+        }
+    }
+
+    fn body(&mut self, body: &[Stmt<'_>]) {
+        self.push();
+        body.iter().for_each(|stmt| self.stmt(stmt));
+        self.pop();
+    }
+
+    fn stmt(&mut self, stmt: &Stmt<'_>) {
+        match stmt {
+            Stmt::Template(template) => {
+                self.assign("self", None);
+                template.children.iter().for_each(|child| self.stmt(child));
+            }
+            Stmt::EmitExpr(emit) => self.expr(&emit.expr, true),
+            Stmt::EmitRaw(_) => {}
+            Stmt::ForLoop(for_loop) => {
+                self.expr(&for_loop.iter, true);
+                let items = self.bound(&for_loop.iter).and_then(|list| {
+                    let lists = list.values.iter().all(|v| v.is_array()) && !list.root;
+                    if lists { self.every(list) } else { None }
+                });
+                self.push();
+                self.assign("loop", None);
+                self.target(&for_loop.target, items);
+                if let Some(filter) = &for_loop.filter_expr {
+                    self.expr(filter, true);
+                }
+                for_loop.body.iter().for_each(|stmt| self.stmt(stmt));
+                self.pop();
+                self.body(&for_loop.else_body);
+            }
+            Stmt::IfCond(if_cond) => {
+                let mut guards = Vec::new();
+                self.condition(&if_cond.expr, &mut guards);
+                self.with_guards(&guards, |walker| {
+                    walker.body(&if_cond.true_body);
+                    walker.body(&if_cond.false_body);
+                });
+            }
+            Stmt::WithBlock(with) => {
+                self.push();
+                for (target, value) in &with.assignments {
+                    self.expr(value, true);
+                    let bound = self.bound(value);
+                    self.target(target, bound);
+                }
+                with.body.iter().for_each(|stmt| self.stmt(stmt));
+                self.pop();
+            }
+            Stmt::Set(set) => {
+                self.expr(&set.expr, true);
+                let bound = self.bound(&set.expr);
+                self.target(&set.target, bound);
+            }
+            Stmt::SetBlock(set) => {
+                self.target(&set.target, None);
+                if let Some(filter) = &set.filter {
+                    self.expr(filter, true);
+                }
+                self.body(&set.body);
+            }
+            Stmt::AutoEscape(block) => self.body(&block.body),
+            Stmt::FilterBlock(block) => {
+                self.expr(&block.filter, true);
+                self.body(&block.body);
+            }
+            Stmt::Block(block) => {
+                self.push();
+                self.assign("super", None);
+                block.body.iter().for_each(|stmt| self.stmt(stmt));
+                self.pop();
+            }
+            Stmt::Extends(_) | Stmt::Include(_) => {}
+            Stmt::Import(import) => self.target(&import.name, None),
+            Stmt::FromImport(import) => {
+                for (name, alias) in &import.names {
+                    self.target(alias.as_ref().unwrap_or(name), None);
+                }
+            }
+            Stmt::Macro(mac) => {
+                self.assign(mac.name, None);
+                self.push();
+                self.macro_body(mac);
+                self.pop();
+            }
+            Stmt::CallBlock(call) => {
+                self.expr(&call.call.expr, true);
+                self.args(&call.call.args);
+                self.push();
+                self.macro_body(&call.macro_decl);
+                self.pop();
+            }
+            Stmt::Continue(_) | Stmt::Break(_) => {}
+            Stmt::Do(call) => {
+                self.expr(&call.call.expr, true);
+                self.args(&call.call.args);
+            }
+        }
+    }
+
+    fn macro_body(&mut self, mac: &ast::Macro<'_>) {
+        self.assign("caller", None);
+        mac.args.iter().for_each(|arg| self.target(arg, None));
+        mac.defaults.iter().for_each(|default| self.expr(default, true));
+        mac.body.iter().for_each(|stmt| self.stmt(stmt));
+    }
+}
+
+/// A path as written (`item.name`, `data.menu[…]`), as [`Resolved::written`] spells it.
+fn static_path(expr: &Expr<'_>) -> Option<String> {
+    match expr {
+        Expr::Var(var) => Some(var.id.to_owned()),
+        Expr::GetAttr(attr) => Some(key_path(&static_path(&attr.expr)?, attr.name)),
+        Expr::GetItem(item) => {
+            let base = static_path(&item.expr)?;
+            match &item.subscript_expr {
+                Expr::Const(constant) => match constant.value.as_str() {
+                    Some(key) => Some(key_path(&base, key)),
+                    None => Some(format!("{base}[{}]", constant.value)),
+                },
+                _ => Some(format!("{base}[…]")),
+            }
+        }
+        _ => None,
+    }
+}
+
+/// `base.key`, or `base["key"]` where the key is not a name.
+fn key_path(base: &str, key: &str) -> String {
+    if is_identifier(key) { format!("{base}.{key}") } else { format!("{base}[{key:?}]") }
+}
+
+impl Resolved<'_> {
+    /// What a message calls it: as written, and where it is in `data` when
+    /// that differs (`room` (`data.rooms[…]`)).
+    fn subject(&self) -> String {
+        if self.written == self.path {
+            format!("`{}`", self.path)
+        } else {
+            format!("`{}` (`{}`)", self.written, self.path)
+        }
+    }
+}
+
+fn is_identifier(key: &str) -> bool {
+    let mut chars = key.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data() -> Map<String, Value> {
+        let value = serde_json::json!({
+            "menu": {
+                "rye": { "name": "Rye", "price": 4 },
+                "wheat": { "name": "Wheat", "price": 3 }
+            },
+            "rooms": [ { "name": "Blue" }, { "name": "Red" } ],
+            "title": "Bakery"
+        });
+        match value {
+            Value::Object(map) => map,
+            _ => Map::new(),
+        }
+    }
+
+    fn problems(source: &str) -> Vec<(String, String)> {
+        let analysis = analyze(source, &data()).unwrap();
+        analysis.data.iter().map(|p| (source[p.range.clone()].to_owned(), p.message.clone())).collect()
+    }
+
+    #[test]
+    fn undeclared_variables_point_at_their_first_use() {
+        let source = "{% set a = 1 %}{{ a }} {{ rom }} {{ rom }} {% for x in xs %}{{ x }}{{ loop.index }}{% endfor %}";
+        let analysis = analyze(source, &Map::new()).unwrap();
+        let names: Vec<(&str, &str)> =
+            analysis.undeclared.iter().map(|u| (u.name.as_str(), &source[u.range.clone()])).collect();
+        assert_eq!(names, [("rom", "rom"), ("xs", "xs")]);
+        assert_eq!(analysis.undeclared[0].range.start, source.find("rom").unwrap());
+    }
+
+    #[test]
+    fn filters_and_tests_point_at_their_names() {
+        let source = "{{ x | uper }}{{ x|default(1) }}{% if x is odd %}{% endif %}";
+        let analysis = analyze(source, &Map::new()).unwrap();
+        let filters: Vec<&str> = analysis.filters.iter().map(|u| &source[u.range.clone()]).collect();
+        let tests: Vec<&str> = analysis.tests.iter().map(|u| &source[u.range.clone()]).collect();
+        assert_eq!(filters, ["uper", "default"]);
+        assert_eq!(tests, ["odd"]);
+    }
+
+    #[test]
+    fn literal_data_paths_are_checked() {
+        assert_eq!(problems("{{ data.manu }}"), [("manu".to_owned(), "`data` has no key `manu`".to_owned())]);
+        assert_eq!(
+            problems("{{ data['menu'].ry.name }}"),
+            [("ry".to_owned(), "`data.menu` has no key `ry`".to_owned())]
+        );
+        assert_eq!(problems("{{ data.menu.rye.name }}{{ data.rooms[1].name }}{{ data.title }}"), []);
+        assert_eq!(
+            problems("{{ data.rooms[2].name }}"),
+            [("2".to_owned(), "`data.rooms` has no item 2 (it has 2)".to_owned())]
+        );
+    }
+
+    #[test]
+    fn an_expression_part_stands_for_every_value() {
+        assert_eq!(problems("{{ data.menu[product].name }}"), []);
+        assert_eq!(
+            problems("{{ data.menu[product].nmae }}"),
+            [(
+                "nmae".to_owned(),
+                "`data.menu[…]` has no key `nmae`: none of the 2 values it can be has one".to_owned()
+            )]
+        );
+        let analysis = analyze("{{ data.menu[product].nmae }}", &data()).unwrap();
+        assert_eq!(analysis.data[0].hint, "did you mean `name`? `data.menu[…]` has: name, price");
+    }
+
+    #[test]
+    fn loops_and_sets_bind_data_values() {
+        assert_eq!(problems("{% for r in data.rooms %}{{ r.name }}{% endfor %}"), []);
+        assert_eq!(
+            problems("{% for r in data.rooms %}{{ r.nmae }}{% endfor %}"),
+            [(
+                "nmae".to_owned(),
+                "`r` (`data.rooms[…]`) has no key `nmae`: none of the 2 values it can be has one".to_owned()
+            )]
+        );
+        assert_eq!(
+            problems("{% set m = data.menu %}{{ m.rye.nmae }}"),
+            [("nmae".to_owned(), "`m.rye` (`data.menu.rye`) has no key `nmae`".to_owned())]
+        );
+        // A local named `data` is not the catalog's.
+        assert_eq!(problems("{% set data = {} %}{{ data.manu }}"), []);
+    }
+
+    #[test]
+    fn presence_tests_are_not_errors() {
+        for source in [
+            "{{ data.x is defined }}",
+            "{{ data.x | default(1) }}",
+            "{{ data.x|d(1) }}",
+            "{{ data.get('x') }}",
+            "{% if data.x %}{{ data.x.y }}{% endif %}",
+            "{% if data.x is defined and data.x.y %}{{ data.x.y.z }}{% else %}{{ data.x }}{% endif %}",
+            "{{ data.x.y if data.x else 'none' }}",
+            "{{ data.x and data.x.y }}",
+            "{% if not data.menu.rye.stock %}sold out{% endif %}",
+            "{% for r in data.rooms %}{% if r.vip %}{{ r.vip.level }}{% endif %}{% endfor %}",
+            "{% if data['x'] %}{{ data.x.y }}{% endif %}",
+        ] {
+            assert_eq!(problems(source), [], "{source}");
+        }
+        // A guard covers only what is below the path it tests.
+        assert_eq!(problems("{% if data.x %}{{ data.y }}{% endif %}").len(), 1);
+    }
+}
