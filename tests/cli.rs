@@ -1,0 +1,168 @@
+//! The command line as a catalog author uses it: `carte prompt` and `carte
+//! call` with misspelled or missing arguments, `carte complete`, a templated
+//! `sleep` step, `--http` with a host name, and what a client's disconnect logs.
+
+mod common;
+
+use std::path::Path;
+use std::process::Output;
+
+use common::TempDir;
+use serde_json::{Value, json};
+
+const CATALOG: &str = r#"
+server: { name: cli, version: "1" }
+tools:
+  - name: greet
+    description: Greets someone
+    inputSchema:
+      type: object
+      properties: { who: { type: string } }
+      required: [who]
+    run:
+      text: "Hi {{ who }}"
+prompts:
+  - name: plan
+    description: Plans a day
+    arguments:
+      - { name: room, required: true, complete: [Focus, Forum, Atrium] }
+      - { name: hours }
+    messages:
+      - { role: user, text: "Plan {{ room }} {{ hours }}" }
+resourceTemplates:
+  - uriTemplate: "t://rooms/{room}"
+    name: room
+    complete: { room: [Focus, Forum, Atrium] }
+    text: "{{ room }}"
+"#;
+
+/// Runs `carte COMMAND CATALOG REST…`: exit code, stdout as JSON (null if
+/// it is not), stderr.
+fn run(command: &str, catalog: &Path, rest: &[&str]) -> (Option<i32>, Value, String) {
+    let Output { status, stdout, stderr } = common::carte().arg(command).arg(catalog).args(rest).output().unwrap();
+    let json = serde_json::from_slice(&stdout).unwrap_or(Value::Null);
+    (status.code(), json, String::from_utf8_lossy(&stderr).into_owned())
+}
+
+#[test]
+fn a_misspelled_prompt_argument_is_named_with_a_guess_and_the_known_ones() {
+    let dir = TempDir::new("cli-prompt-typo");
+    let path = dir.write("catalog.yaml", CATALOG);
+    let (code, stdout, stderr) = run("prompt", &path, &["plan", "rom=Focus"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert_eq!(stdout, Value::Null, "nothing is rendered: {stdout}");
+    assert_eq!(
+        stderr,
+        "carte: prompt `plan` has no argument `rom`; did you mean `room`?\n  its arguments: room (required), hours\n"
+    );
+    // An optional argument misspelled beside a right one is caught too.
+    let (code, _, stderr) = run("prompt", &path, &["plan", "room=Focus", "hour=2"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("no argument `hour`; did you mean `hours`?"), "{stderr}");
+    // Nothing close: no guess, but the list.
+    let (_, _, stderr) = run("prompt", &path, &["plan", "room=Focus", "colour=red"]);
+    assert_eq!(stderr, "carte: prompt `plan` has no argument `colour`\n  its arguments: room (required), hours\n");
+}
+
+#[test]
+fn a_missing_required_prompt_argument_is_a_usage_error_with_an_example() {
+    let dir = TempDir::new("cli-prompt-missing");
+    let path = dir.write("catalog.yaml", CATALOG);
+    let (code, _, stderr) = run("prompt", &path, &["plan", "hours=2"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert_eq!(
+        stderr,
+        format!(
+            "carte: prompt `plan` needs argument `room`\n  its arguments: room (required), hours\n  e.g. carte prompt {} plan room=…\n",
+            path.display()
+        )
+    );
+    let (code, stdout, stderr) = run("prompt", &path, &["plan", "room=Focus", "hours=2"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(stdout["messages"][0]["content"]["text"], "Plan Focus 2");
+}
+
+#[test]
+fn a_misspelled_tool_argument_is_a_usage_error_like_a_prompts() {
+    let dir = TempDir::new("cli-call-typo");
+    let path = dir.write("catalog.yaml", CATALOG);
+    let (code, stdout, stderr) = run("call", &path, &["greet", "who=Ann", "whoo=Bob"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert_eq!(stdout, Value::Null, "the tool is not called: {stdout}");
+    assert_eq!(
+        stderr,
+        "carte: tool `greet` has no argument `whoo`; did you mean `who`?\n  its arguments: who (required)\n"
+    );
+    // A missing required argument is the tool's own answer, as a client gets it.
+    let (code, stdout, _) = run("call", &path, &["greet"]);
+    assert_eq!(code, Some(1));
+    assert_eq!(stdout["isError"], true);
+    assert_eq!(stdout["content"][0]["text"], "invalid arguments for tool `greet`: `who` is required");
+}
+
+#[test]
+fn a_tool_that_accepts_other_arguments_gets_them() {
+    let dir = TempDir::new("cli-call-open");
+    let catalog = r#"
+server: { name: cli, version: "1" }
+tools:
+  - name: echo
+    description: Echoes
+    inputSchema: { type: object, properties: { a: { type: string } }, additionalProperties: true }
+    run: { text: "{{ arguments | tojson }}" }
+"#;
+    let path = dir.write("catalog.yaml", catalog);
+    let (code, stdout, stderr) = run("call", &path, &["echo", "a=1", "b=2"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(stdout["content"][0]["text"], r#"{"a": "1", "b": 2}"#);
+}
+
+#[test]
+fn complete_answers_what_a_client_receives_for_prompts_and_resource_templates() {
+    let dir = TempDir::new("cli-complete");
+    let path = dir.write("catalog.yaml", CATALOG);
+    let forum_focus = json!({"completion": {"values": ["Focus", "Forum"], "total": 2, "hasMore": false}});
+    for reference in ["prompt:plan", "plan"] {
+        let (code, stdout, stderr) = run("complete", &path, &[reference, "room", "fo"]);
+        assert_eq!((code, &stdout), (Some(0), &forum_focus), "{reference}: {stderr}");
+    }
+    for reference in ["resource:t://rooms/{room}", "t://rooms/{room}"] {
+        let (code, stdout, stderr) = run("complete", &path, &[reference, "room", "FO"]);
+        assert_eq!((code, &stdout), (Some(0), &forum_focus), "{reference}: {stderr}");
+    }
+    // No prefix: every value.
+    let (_, stdout, _) = run("complete", &path, &["plan", "room"]);
+    assert_eq!(stdout["completion"]["values"], json!(["Focus", "Forum", "Atrium"]));
+    // An argument without `complete:` has no values.
+    let (code, stdout, _) = run("complete", &path, &["plan", "hours", ""]);
+    assert_eq!((code, &stdout["completion"]["values"]), (Some(0), &json!([])));
+}
+
+#[test]
+fn complete_names_a_wrong_reference_or_argument() {
+    let dir = TempDir::new("cli-complete-typo");
+    let path = dir.write("catalog.yaml", CATALOG);
+    let (code, _, stderr) = run("complete", &path, &["plam", "room"]);
+    assert_eq!(code, Some(2));
+    assert_eq!(
+        stderr,
+        "carte: `plam` is neither a prompt nor a resource template of this catalog; did you mean `plan`?\n  \
+         write `prompt:NAME` or `resource:URI-TEMPLATE` (see `carte list prompts` and `carte list templates`)\n"
+    );
+    let (code, _, stderr) = run("complete", &path, &["prompt:nope", "room"]);
+    assert_eq!((code, stderr.as_str()), (Some(2), "carte: unknown prompt `nope` (JSON-RPC error -32602)\n"));
+    let (code, _, stderr) = run("complete", &path, &["plan", "rooms"]);
+    assert_eq!(code, Some(2));
+    assert!(stderr.starts_with("carte: prompt `plan` has no argument `rooms`; did you mean `room`?"), "{stderr}");
+    let (code, _, stderr) = run("complete", &path, &["resource:t://rooms/{room}", "name"]);
+    assert_eq!(code, Some(2));
+    assert_eq!(stderr, "carte: resource template `t://rooms/{room}` has no variable `name`\n  its variables: room\n");
+}
+
+#[test]
+fn complete_help_shows_an_example() {
+    let output = common::carte().args(["complete", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&output.stdout);
+    assert!(help.contains("completion/complete"), "{help}");
+    assert!(help.contains("carte complete catalog.yaml prompt:plan_day room Fo"), "{help}");
+}
