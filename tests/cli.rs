@@ -166,3 +166,67 @@ fn complete_help_shows_an_example() {
     assert!(help.contains("completion/complete"), "{help}");
     assert!(help.contains("carte complete catalog.yaml prompt:plan_day room Fo"), "{help}");
 }
+
+const NAPPER: &str = r#"
+server: { name: napper, version: "1" }
+tools:
+  - name: nap
+    description: Sleeps as long as asked.
+    inputSchema: { type: object, properties: { length: { type: string } }, required: [length] }
+    run:
+      steps:
+        - log: { level: info, data: "napping {{ length }}" }
+        - sleep: "{{ length }}"
+      text: "slept {{ length }}"
+"#;
+
+#[test]
+fn a_sleep_template_is_rendered_and_read_on_each_call() {
+    let dir = TempDir::new("cli-sleep");
+    let path = dir.write("catalog.yaml", NAPPER);
+    for length in ["5ms", "0.001s", "2"] {
+        let (code, stdout, stderr) = run("call", &path, &["nap", &format!("length={length}")]);
+        assert_eq!(code, Some(0), "{length}: {stderr}");
+        assert_eq!(stdout["content"][0]["text"], format!("slept {length}"));
+    }
+    let refused = [
+        ("a while", "tool `nap`, step 2: cannot sleep: `a while` is not a duration"),
+        ("2 fortnights", "tool `nap`, step 2: cannot sleep: unknown unit `fortnights` in `2 fortnights`"),
+        ("11m", "tool `nap`, step 2: cannot sleep: a sleep of 660000 ms is longer than 10 minutes"),
+        ("-1s", "tool `nap`, step 2: cannot sleep: `-1s` is not a duration"),
+        (" ", "tool `nap`, step 2: cannot sleep: it rendered nothing"),
+    ];
+    for (length, message) in refused {
+        let (code, stdout, stderr) = run("call", &path, &["nap", &format!("length={length}")]);
+        assert_eq!(code, Some(1), "{length}: {stderr}");
+        assert_eq!(stdout["isError"], true, "{length}");
+        assert_eq!(
+            stdout["content"][0]["text"],
+            format!("{message}; a sleep is e.g. `250ms`, `2s` or `1m` (at most 10m)"),
+            "{length}"
+        );
+    }
+    // A long rendering is quoted only in part.
+    let long = "9".repeat(10_000);
+    let (_, stdout, _) = run("call", &path, &["nap", &format!("length={long}")]);
+    let text = stdout["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(text.starts_with("tool `nap`, step 2: cannot sleep: `9999") && text.len() < 200, "{text}");
+}
+
+#[test]
+fn a_templated_sleep_stops_when_the_call_is_cancelled() {
+    let dir = TempDir::new("cli-sleep-cancel");
+    let path = dir.write("catalog.yaml", NAPPER);
+    let mut server = common::Server::initialized(&path, &[]);
+    server.result("logging/setLevel", json!({"level": "info"}));
+    let call = json!({"jsonrpc": "2.0", "id": 70, "method": "tools/call", "params": {"name": "nap", "arguments": {"length": "10m"}}});
+    server.send(&call);
+    server.wait_notification("notifications/message"); // the call is about to sleep
+    server.notify("notifications/cancelled", json!({"requestId": 70}));
+    // The server goes on; a call that sleeps a little still runs.
+    let after = server.result("tools/call", json!({"name": "nap", "arguments": {"length": "1ms"}}));
+    assert_eq!(common::text(&after), "slept 1ms");
+    // `result` panics on an unexpected message, so an answer to 70 would fail here.
+    server.result("ping", json!({}));
+    assert!(server.finish().success(), "the server exits cleanly with no call left sleeping");
+}

@@ -19,7 +19,7 @@ use super::model::{
 };
 use super::{
     Amount, Block, Body, Catalog, DatabaseEntry, Effect, Inputs, MediaKind, Prompt, PromptArgument, Resource,
-    ResourceTemplate, ResultSpec, Schema, ServerInfo, Step, StepData, Tool,
+    ResourceTemplate, ResultSpec, Schema, ServerInfo, Step, StepData, Tool, Wait,
 };
 use crate::diag::{Diagnostic, Location, did_you_mean};
 use crate::render;
@@ -863,9 +863,15 @@ impl Builder<'_> {
                     (Some(progress), Some(total), Some(message)) => Some(Step::Progress { progress, total, message }),
                     _ => None,
                 }
+            } else if let Some(SleepSpec::Text(text)) = &spec.sleep
+                && ["{{", "{%", "{#"].iter().any(|open| text.contains(open))
+            {
+                // A template: its output is read as a duration on each call.
+                let template = self.inline(name("sleep"), text, origin, &format!("{below}/sleep"), scope);
+                template.map(|template| Step::Sleep(Wait::Template(template)))
             } else if let Some(sleep) = &spec.sleep {
                 match parse_duration(sleep) {
-                    Ok(duration) => Some(Step::Sleep(duration)),
+                    Ok(duration) => Some(Step::Sleep(Wait::Fixed(duration))),
                     Err(message) => {
                         let location = self.assembled.locate(origin, &format!("{below}/sleep"));
                         self.error("step", location, message).hint =
@@ -1462,18 +1468,14 @@ fn parse_timeout(spec: &DurationSpec) -> Result<std::time::Duration, String> {
 
 /// Reads a `sleep` duration: milliseconds, or `250ms`, `2s`, `1m`.
 fn parse_duration(spec: &SleepSpec) -> Result<std::time::Duration, String> {
-    let millis = match spec {
-        SleepSpec::Millis(ms) => *ms,
-        SleepSpec::Text(text) => millis_of(text)?,
-    };
-    if millis > 600_000 {
-        return Err(format!("a sleep of {millis} ms is longer than 10 minutes"));
+    match spec {
+        SleepSpec::Millis(ms) => crate::run::steps::sleep_of(*ms),
+        SleepSpec::Text(text) => crate::run::steps::parse_sleep(text),
     }
-    Ok(std::time::Duration::from_millis(millis))
 }
 
 /// Milliseconds of `250ms`, `2s`, `1.5m`, `1h` (no unit: milliseconds).
-fn millis_of(text: &str) -> Result<u64, String> {
+pub(crate) fn millis_of(text: &str) -> Result<u64, String> {
     let text = text.trim();
     let (number, unit) = text.split_at(text.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(text.len()));
     let number: f64 = number.parse().map_err(|_| format!("`{text}` is not a duration"))?;
