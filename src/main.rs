@@ -54,10 +54,12 @@ enum Command {
         /// events (for network mounts).
         #[arg(long, value_name = "MS")]
         poll: Option<u64>,
-        /// Serve MCP's Streamable HTTP at http://ADDR/mcp instead of stdio
-        /// (e.g. 127.0.0.1:8080), with /healthz and /readyz.
+        /// Serve MCP's Streamable HTTP at http://ADDR/mcp instead of stdio, with
+        /// /healthz and /readyz. ADDR is HOST:PORT (127.0.0.1:8080, [::1]:8080,
+        /// localhost:8080); a host name is resolved and carte listens on every
+        /// address it resolves to (localhost: 127.0.0.1, and ::1 where it has one).
         #[arg(long, value_name = "ADDR")]
-        http: Option<std::net::SocketAddr>,
+        http: Option<String>,
         /// HTTP: also accept this Origin (e.g. https://app.example.com:443); repeatable.
         #[arg(long, value_name = "ORIGIN", requires = "http")]
         allow_origin: Vec<String>,

@@ -4,8 +4,10 @@
 
 mod common;
 
+use std::io::Read;
 use std::path::Path;
-use std::process::Output;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
 
 use common::TempDir;
 use serde_json::{Value, json};
@@ -36,12 +38,41 @@ resourceTemplates:
     text: "{{ room }}"
 "#;
 
-/// Runs `carte COMMAND CATALOG REST…`: exit code, stdout as JSON (null if
-/// it is not), stderr.
+/// Runs `carte COMMAND CATALOG REST…` (killed after [`common::TIMEOUT`]):
+/// exit code, stdout as JSON (null if it is not), stderr.
 fn run(command: &str, catalog: &Path, rest: &[&str]) -> (Option<i32>, Value, String) {
-    let Output { status, stdout, stderr } = common::carte().arg(command).arg(catalog).args(rest).output().unwrap();
-    let json = serde_json::from_slice(&stdout).unwrap_or(Value::Null);
-    (status.code(), json, String::from_utf8_lossy(&stderr).into_owned())
+    let mut child = common::carte()
+        .arg(command)
+        .arg(catalog)
+        .args(rest)
+        .env_remove("CARTE_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let drain = |mut pipe: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = pipe.read_to_end(&mut bytes);
+            bytes
+        })
+    };
+    let stdout = drain(Box::new(child.stdout.take().unwrap()));
+    let stderr = drain(Box::new(child.stderr.take().unwrap()));
+    let deadline = Instant::now() + common::TIMEOUT;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("carte {command} {rest:?} did not exit");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let json = serde_json::from_slice(&stdout.join().unwrap()).unwrap_or(Value::Null);
+    (status.code(), json, String::from_utf8_lossy(&stderr.join().unwrap()).into_owned())
 }
 
 #[test]
@@ -229,4 +260,38 @@ fn a_templated_sleep_stops_when_the_call_is_cancelled() {
     // `result` panics on an unexpected message, so an answer to 70 would fail here.
     server.result("ping", json!({}));
     assert!(server.finish().success(), "the server exits cleanly with no call left sleeping");
+}
+
+#[test]
+fn http_listens_on_a_host_name() {
+    let dir = TempDir::new("cli-http-name");
+    let path = dir.write("catalog.yaml", CATALOG);
+    let mut command = common::carte();
+    command.args(["serve", "--http", "localhost:0"]).arg(&path);
+    let server = common::http::HttpServer::spawn(command);
+    assert!(server.addr.ip().is_loopback(), "{}", server.addr);
+    let session = server.session();
+    let pong = server.request(&session, 2, "ping", json!({}));
+    assert!(pong["result"].is_object(), "{pong}");
+}
+
+#[test]
+fn http_says_when_a_name_does_not_resolve_or_the_address_is_malformed() {
+    let dir = TempDir::new("cli-http-unresolved");
+    let path = dir.write("catalog.yaml", CATALOG);
+    // `.invalid` never resolves (RFC 6761); carte gives up within its resolver timeout.
+    let (code, _, stderr) = run("serve", &path, &["--http", "no-such-host.invalid:8080"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains("carte: --http no-such-host.invalid:8080: cannot resolve `no-such-host.invalid`: "),
+        "{stderr}"
+    );
+    let (code, _, stderr) = run("serve", &path, &["--http", "localhost"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.ends_with(
+            "carte: --http localhost: expected HOST:PORT, e.g. 127.0.0.1:8080, localhost:8080 or [::1]:8080\n"
+        ),
+        "{stderr}"
+    );
 }
