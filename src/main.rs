@@ -200,10 +200,14 @@ fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("CARTE_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=error"));
     use std::io::IsTerminal as _;
-    let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false);
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    let logs = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_target(false);
+    // A client that leaves is not an error (see `server::logs`).
+    let base = tracing_subscriber::registry().with(filter).with(carte::server::logs::ClientGone);
     match format {
-        LogFormat::Json => logs.json().init(),
-        LogFormat::Text => logs.with_ansi(std::io::stderr().is_terminal()).init(),
+        LogFormat::Json => base.with(logs.json()).init(),
+        LogFormat::Text => base.with(logs.with_ansi(std::io::stderr().is_terminal())).init(),
     }
 }
 

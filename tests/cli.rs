@@ -295,3 +295,155 @@ fn http_says_when_a_name_does_not_resolve_or_the_address_is_malformed() {
         "{stderr}"
     );
 }
+
+/// The `_meta` of a 2026-07-28 request, and a listen request for tool list changes.
+fn listen_2026(id: i64) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "subscriptions/listen",
+        "params": {"_meta": common::meta_2026(json!({})), "notifications": {"toolsListChanged": true}}})
+}
+
+/// Reads `stream` until `needle` has arrived (bounded by its read timeout).
+fn read_until(stream: &mut impl Read, needle: &str) -> String {
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&seen).contains(needle) {
+        let n = stream.read(&mut buf).unwrap_or(0);
+        assert!(n > 0, "the stream ended before `{needle}`: {}", String::from_utf8_lossy(&seen));
+        seen.extend_from_slice(&buf[..n]);
+    }
+    String::from_utf8_lossy(&seen).into_owned()
+}
+
+/// Collects a child's stderr lines from a thread; `wait_for` a line with a
+/// needle (bounded); `all` once the child is gone.
+struct Logs {
+    lines: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    reader: std::thread::JoinHandle<()>,
+}
+
+impl Logs {
+    fn of(stderr: std::process::ChildStderr) -> Logs {
+        use std::io::BufRead as _;
+        let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = lines.clone();
+        let reader = std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+                sink.lock().unwrap().push(line);
+            }
+        });
+        Logs { lines, reader }
+    }
+
+    fn wait_for(&self, needle: &str) -> String {
+        let deadline = Instant::now() + common::TIMEOUT;
+        loop {
+            if let Some(line) = self.lines.lock().unwrap().iter().find(|line| line.contains(needle)) {
+                return line.clone();
+            }
+            assert!(Instant::now() < deadline, "no `{needle}` in the logs: {:#?}", self.lines.lock().unwrap());
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn all(self) -> Vec<String> {
+        self.reader.join().unwrap();
+        std::sync::Arc::try_unwrap(self.lines).unwrap().into_inner().unwrap()
+    }
+}
+
+/// Waits (bounded) for `child` to exit.
+fn wait_exit(child: &mut std::process::Child) -> std::process::ExitStatus {
+    let deadline = Instant::now() + common::TIMEOUT;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("carte did not exit");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn a_2026_client_leaving_over_http_logs_no_error() {
+    let dir = TempDir::new("cli-http-leave");
+    let path = dir.write("catalog.yaml", CATALOG);
+    let mut child = common::carte()
+        .args(["serve", "--http", "127.0.0.1:0"])
+        .arg(&path)
+        .env("CARTE_LOG", "debug")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let logs = Logs::of(child.stderr.take().unwrap());
+    let line = logs.wait_for("serving MCP at http://");
+    let addr: std::net::SocketAddr =
+        line.split("http://").nth(1).unwrap().trim_end_matches("/mcp").trim().parse().unwrap();
+    let headers = [("MCP-Protocol-Version", "2026-07-28"), ("Mcp-Method", "tools/list")];
+    let list =
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": common::meta_2026(json!({}))}});
+    assert_eq!(common::http::send(addr, "POST", "/mcp", &headers, Some(&list)).status, 200);
+    // A listen stream, closed by the client once acknowledged.
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(common::TIMEOUT)).unwrap();
+    let body = listen_2026(2).to_string();
+    let request = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: 2026-07-28\r\n\
+         Mcp-Method: subscriptions/listen\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    std::io::Write::write_all(&mut stream, request.as_bytes()).unwrap();
+    read_until(&mut stream, "notifications/subscriptions/acknowledged");
+    drop(stream);
+    logs.wait_for("quit_reason=Cancelled"); // rmcp has ended that request's service
+    let status = std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    assert!(status.success());
+    wait_exit(&mut child);
+    let lines = logs.all();
+    let errors: Vec<&String> = lines.iter().filter(|line| line.contains(" ERROR ")).collect();
+    assert!(errors.is_empty(), "a client leaving is not an error: {errors:#?}");
+    assert!(lines.iter().any(|line| line.contains("a listen stream closed")), "{lines:#?}");
+}
+
+#[test]
+fn a_2026_client_closing_stdin_ends_its_listen_stream_at_once() {
+    let dir = TempDir::new("cli-stdio-leave");
+    let path = dir.write("catalog.yaml", CATALOG);
+    let mut child = common::carte()
+        .arg("serve")
+        .arg(&path)
+        .env("CARTE_LOG", "debug")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let logs = Logs::of(child.stderr.take().unwrap());
+    let mut stdin = child.stdin.take().unwrap();
+    let list =
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": common::meta_2026(json!({}))}});
+    std::io::Write::write_all(&mut stdin, format!("{list}\n{}\n", listen_2026(2)).as_bytes()).unwrap();
+    // Read stdout from a thread, so that the wait is bounded.
+    let mut stdout = child.stdout.take().unwrap();
+    let (seen, acknowledged) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let _ = seen.send(read_until(&mut stdout, "notifications/subscriptions/acknowledged"));
+        let mut rest = String::new();
+        let _ = stdout.read_to_string(&mut rest);
+        rest
+    });
+    acknowledged.recv_timeout(common::TIMEOUT).expect("the listen stream is acknowledged");
+    drop(stdin);
+    assert!(wait_exit(&mut child).success());
+    let rest = reader.join().unwrap();
+    assert!(rest.contains(r#""id":2,"result""#), "the stream gets its final result: {rest}");
+    let lines = logs.all();
+    let noisy: Vec<&String> = lines.iter().filter(|line| line.contains(" ERROR ") || line.contains(" WARN ")).collect();
+    assert!(noisy.is_empty(), "closing stdin is a normal end: {noisy:#?}");
+    assert!(lines.iter().any(|line| line.contains("a listen stream closed")), "{lines:#?}");
+}
