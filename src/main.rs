@@ -296,6 +296,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Call { catalog, tool, args, json } => {
             let Some(snapshot) = load_or_report(&catalog) else { return Ok(ExitCode::from(1)) };
+            let tools = snapshot.catalog.tools.iter().map(|t| t.name.as_str());
+            check_name("tool", &tool, tools, (&catalog, "tools"))?;
             let mut arguments = match json {
                 Some(text) => match serde_json::from_str::<Value>(&text) {
                     Ok(Value::Object(map)) => map,
@@ -335,6 +337,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Prompt { catalog, name, args } => {
             let Some(snapshot) = load_or_report(&catalog) else { return Ok(ExitCode::from(1)) };
+            let prompts = snapshot.catalog.prompts.iter().map(|p| p.name.as_str());
+            check_name("prompt", &name, prompts, (&catalog, "prompts"))?;
             let mut arguments = Map::new();
             for pair in &args {
                 let (key, value) = split_pair(pair)?;
@@ -364,7 +368,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Complete { catalog, reference, argument, prefix } => {
             let Some(snapshot) = load_or_report(&catalog) else { return Ok(ExitCode::from(1)) };
-            let target = completion_target(&snapshot, &reference)?;
+            let target = completion_target(&snapshot, &catalog, &reference)?;
             let answer = match &target {
                 Target::Prompt(name) => {
                     if let Some(prompt) = snapshot.catalog.prompt(name) {
@@ -625,6 +629,21 @@ fn check_required(what: &str, usage: &str, given: &Map<String, Value>, known: &A
     )
 }
 
+/// A usage error when the catalog has no `what` called `name`: "did you
+/// mean", and where to see them all.
+fn check_name<'a>(
+    what: &str,
+    name: &str,
+    names: impl Iterator<Item = &'a str> + Clone,
+    (catalog, kind): (&Path, &str),
+) -> anyhow::Result<()> {
+    if names.clone().any(|known| known == name) {
+        return Ok(());
+    }
+    let guess = diag::did_you_mean(name, names).map(|known| format!("; did you mean `{known}`?")).unwrap_or_default();
+    anyhow::bail!("this catalog has no {what} `{name}`{guess}\n  see them all: carte list {} {kind}", catalog.display())
+}
+
 /// What `carte complete` completes.
 enum Target {
     /// A prompt, by name.
@@ -635,12 +654,15 @@ enum Target {
 
 /// What `carte complete` was asked to complete: `prompt:NAME`,
 /// `resource:URI-TEMPLATE`, or a bare prompt name or URI template.
-fn completion_target(snapshot: &Snapshot, reference: &str) -> anyhow::Result<Target> {
+fn completion_target(snapshot: &Snapshot, path: &Path, reference: &str) -> anyhow::Result<Target> {
     let catalog = &snapshot.catalog;
     if let Some(name) = reference.strip_prefix("prompt:") {
+        check_name("prompt", name, catalog.prompts.iter().map(|p| p.name.as_str()), (path, "prompts"))?;
         return Ok(Target::Prompt(name.to_owned()));
     }
     if let Some(uri) = reference.strip_prefix("resource:") {
+        let templates = catalog.resource_templates.iter().map(|t| t.template.as_str());
+        check_name("resource template", uri, templates, (path, "templates"))?;
         return Ok(Target::Template(uri.to_owned()));
     }
     if catalog.prompt(reference).is_some() {
@@ -656,7 +678,8 @@ fn completion_target(snapshot: &Snapshot, reference: &str) -> anyhow::Result<Tar
         .unwrap_or_default();
     anyhow::bail!(
         "`{reference}` is neither a prompt nor a resource template of this catalog{guess}\n  \
-         write `prompt:NAME` or `resource:URI-TEMPLATE` (see `carte list prompts` and `carte list templates`)"
+         write `prompt:NAME` or `resource:URI-TEMPLATE` (see `carte list {0} prompts` and `carte list {0} templates`)",
+        path.display()
     )
 }
 

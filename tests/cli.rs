@@ -175,13 +175,28 @@ fn complete_names_a_wrong_reference_or_argument() {
     let path = dir.write("catalog.yaml", CATALOG);
     let (code, _, stderr) = run("complete", &path, &["plam", "room"]);
     assert_eq!(code, Some(2));
+    let shown = path.display();
     assert_eq!(
         stderr,
-        "carte: `plam` is neither a prompt nor a resource template of this catalog; did you mean `plan`?\n  \
-         write `prompt:NAME` or `resource:URI-TEMPLATE` (see `carte list prompts` and `carte list templates`)\n"
+        format!(
+            "carte: `plam` is neither a prompt nor a resource template of this catalog; did you mean `plan`?\n  \
+             write `prompt:NAME` or `resource:URI-TEMPLATE` (see `carte list {shown} prompts` and `carte list {shown} templates`)\n"
+        )
     );
     let (code, _, stderr) = run("complete", &path, &["prompt:nope", "room"]);
-    assert_eq!((code, stderr.as_str()), (Some(2), "carte: unknown prompt `nope` (JSON-RPC error -32602)\n"));
+    assert_eq!(code, Some(2));
+    assert_eq!(
+        stderr,
+        format!("carte: this catalog has no prompt `nope`\n  see them all: carte list {shown} prompts\n")
+    );
+    let (code, _, stderr) = run("complete", &path, &["resource:t://room/{room}", "room"]);
+    assert_eq!(code, Some(2));
+    assert!(
+        stderr.starts_with(
+            "carte: this catalog has no resource template `t://room/{room}`; did you mean `t://rooms/{room}`?"
+        ),
+        "{stderr}"
+    );
     let (code, _, stderr) = run("complete", &path, &["plan", "rooms"]);
     assert_eq!(code, Some(2));
     assert!(stderr.starts_with("carte: prompt `plan` has no argument `rooms`; did you mean `room`?"), "{stderr}");
@@ -446,4 +461,27 @@ fn a_2026_client_closing_stdin_ends_its_listen_stream_at_once() {
     let noisy: Vec<&String> = lines.iter().filter(|line| line.contains(" ERROR ") || line.contains(" WARN ")).collect();
     assert!(noisy.is_empty(), "closing stdin is a normal end: {noisy:#?}");
     assert!(lines.iter().any(|line| line.contains("a listen stream closed")), "{lines:#?}");
+}
+
+#[test]
+fn a_misspelled_tool_or_prompt_name_gets_a_guess() {
+    let dir = TempDir::new("cli-name-typo");
+    let path = dir.write("catalog.yaml", CATALOG);
+    let shown = path.display();
+    let (code, stdout, stderr) = run("call", &path, &["gret", "who=Ann"]);
+    assert_eq!((code, stdout), (Some(2), Value::Null));
+    assert_eq!(
+        stderr,
+        format!(
+            "carte: this catalog has no tool `gret`; did you mean `greet`?\n  see them all: carte list {shown} tools\n"
+        )
+    );
+    let (code, _, stderr) = run("prompt", &path, &["plans", "room=Focus"]);
+    assert_eq!(code, Some(2));
+    assert_eq!(
+        stderr,
+        format!(
+            "carte: this catalog has no prompt `plans`; did you mean `plan`?\n  see them all: carte list {shown} prompts\n"
+        )
+    );
 }
