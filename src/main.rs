@@ -54,10 +54,12 @@ enum Command {
         /// events (for network mounts).
         #[arg(long, value_name = "MS")]
         poll: Option<u64>,
-        /// Serve MCP's Streamable HTTP at http://ADDR/mcp instead of stdio
-        /// (e.g. 127.0.0.1:8080), with /healthz and /readyz.
+        /// Serve MCP's Streamable HTTP at http://ADDR/mcp instead of stdio, with
+        /// /healthz and /readyz. ADDR is HOST:PORT (127.0.0.1:8080, [::1]:8080,
+        /// localhost:8080); a host name is resolved and carte listens on every
+        /// address it resolves to (localhost: 127.0.0.1, and ::1 where it has one).
         #[arg(long, value_name = "ADDR")]
-        http: Option<std::net::SocketAddr>,
+        http: Option<String>,
         /// HTTP: also accept this Origin (e.g. https://app.example.com:443); repeatable.
         #[arg(long, value_name = "ORIGIN", requires = "http")]
         allow_origin: Vec<String>,
@@ -107,6 +109,10 @@ enum Command {
         kind: Option<Kind>,
     },
     /// Call a tool as a client would and print the result.
+    ///
+    /// A key=value whose key is not a property of the tool's `inputSchema` is a
+    /// usage error (exit 2), with the tool's arguments; `--json` is sent as written.
+    /// The tool's own answer is printed as a client receives it (exit 1 if `isError`).
     Call {
         /// The catalog file.
         catalog: PathBuf,
@@ -119,6 +125,9 @@ enum Command {
         json: Option<String>,
     },
     /// Render a prompt as a client would receive it.
+    ///
+    /// An argument the prompt does not declare, or a required one left out, is a
+    /// usage error (exit 2) that lists the prompt's arguments.
     Prompt {
         /// The catalog file.
         catalog: PathBuf,
@@ -126,6 +135,29 @@ enum Command {
         name: String,
         /// Arguments as key=value.
         args: Vec<String>,
+    },
+    /// Ask for completions as a client would (`completion/complete`) and print the answer.
+    ///
+    /// REF is a prompt (`prompt:NAME`) or a resource template (`resource:URI-TEMPLATE`,
+    /// the template exactly as declared); without a prefix, a prompt of that name,
+    /// else a resource template. The values are the `complete:` list of ARG that
+    /// start with PREFIX (ignoring case), at most 100, as a client receives them.
+    #[command(after_help = "Examples:\n  \
+carte complete catalog.yaml prompt:plan_day room Fo\n  \
+carte complete catalog.yaml 'resource:myapp://rooms/{room}' room\n  \
+carte complete catalog.yaml plan_day room")]
+    Complete {
+        /// The catalog file.
+        catalog: PathBuf,
+        /// `prompt:NAME` or `resource:URI-TEMPLATE`.
+        #[arg(value_name = "REF")]
+        reference: String,
+        /// The argument (prompt) or variable (resource template) being completed.
+        #[arg(value_name = "ARG")]
+        argument: String,
+        /// What the user typed so far (default: nothing, i.e. every value).
+        #[arg(default_value = "")]
+        prefix: String,
     },
     /// Read a resource by URI.
     Read {
@@ -168,10 +200,14 @@ fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("CARTE_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=error"));
     use std::io::IsTerminal as _;
-    let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false);
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    let logs = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_target(false);
+    // A client that leaves is not an error (see `server::logs`).
+    let base = tracing_subscriber::registry().with(filter).with(carte::server::logs::ClientGone);
     match format {
-        LogFormat::Json => logs.json().init(),
-        LogFormat::Text => logs.with_ansi(std::io::stderr().is_terminal()).init(),
+        LogFormat::Json => base.with(logs.json()).init(),
+        LogFormat::Text => base.with(logs.with_ansi(std::io::stderr().is_terminal())).init(),
     }
 }
 
@@ -260,6 +296,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Call { catalog, tool, args, json } => {
             let Some(snapshot) = load_or_report(&catalog) else { return Ok(ExitCode::from(1)) };
+            let tools = snapshot.catalog.tools.iter().map(|t| t.name.as_str());
+            check_name("tool", &tool, tools, (&catalog, "tools"))?;
             let mut arguments = match json {
                 Some(text) => match serde_json::from_str::<Value>(&text) {
                     Ok(Value::Object(map)) => map,
@@ -269,8 +307,18 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 None => Map::new(),
             };
             let schema = snapshot.catalog.tool(&tool).and_then(|t| t.wire.get("inputSchema").cloned());
+            let mut pairs = Vec::with_capacity(args.len());
             for pair in &args {
-                let (key, value) = split_pair(pair)?;
+                pairs.push(split_pair(pair)?);
+            }
+            if let Some(schema) = &schema {
+                check_argument_names(
+                    &format!("tool `{tool}`"),
+                    pairs.iter().map(|(key, _)| *key),
+                    &tool_arguments(schema),
+                )?;
+            }
+            for (key, value) in pairs {
                 arguments.insert(key.to_owned(), typed_argument(schema.as_ref(), key, value));
             }
             let client = carte::run::steps::NoClient;
@@ -289,12 +337,60 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Prompt { catalog, name, args } => {
             let Some(snapshot) = load_or_report(&catalog) else { return Ok(ExitCode::from(1)) };
+            let prompts = snapshot.catalog.prompts.iter().map(|p| p.name.as_str());
+            check_name("prompt", &name, prompts, (&catalog, "prompts"))?;
             let mut arguments = Map::new();
             for pair in &args {
                 let (key, value) = split_pair(pair)?;
                 arguments.insert(key.to_owned(), Value::String(value.to_owned()));
             }
+            if let Some(prompt) = snapshot.catalog.prompt(&name) {
+                let known = Arguments {
+                    names: prompt.arguments.iter().map(|a| (a.name.clone(), a.required)).collect(),
+                    open: false,
+                    noun: "argument",
+                };
+                let what = format!("prompt `{name}`");
+                check_argument_names(&what, arguments.keys().map(String::as_str), &known)?;
+                let usage = format!("carte prompt {} {name}", catalog.display());
+                check_required(&what, &usage, &arguments, &known)?;
+            }
             match runtime()?.block_on(snapshot.get_prompt(&name, Some(arguments))) {
+                Ok(result) => {
+                    print_json(&wire(&result));
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(err) => {
+                    eprintln!("carte: {} (JSON-RPC error {})", err.message, err.code.0);
+                    Ok(ExitCode::from(2))
+                }
+            }
+        }
+        Command::Complete { catalog, reference, argument, prefix } => {
+            let Some(snapshot) = load_or_report(&catalog) else { return Ok(ExitCode::from(1)) };
+            let target = completion_target(&snapshot, &catalog, &reference)?;
+            let answer = match &target {
+                Target::Prompt(name) => {
+                    if let Some(prompt) = snapshot.catalog.prompt(name) {
+                        let known = Arguments {
+                            names: prompt.arguments.iter().map(|a| (a.name.clone(), a.required)).collect(),
+                            open: false,
+                            noun: "argument",
+                        };
+                        check_argument_names(&format!("prompt `{name}`"), [argument.as_str()], &known)?;
+                    }
+                    snapshot.complete_prompt(name, &argument, &prefix)
+                }
+                Target::Template(uri) => {
+                    if let Some(template) = snapshot.catalog.resource_template(uri) {
+                        let names = template.template.variables().into_iter().map(|v| (v.to_owned(), false)).collect();
+                        let known = Arguments { names, open: false, noun: "variable" };
+                        check_argument_names(&format!("resource template `{uri}`"), [argument.as_str()], &known)?;
+                    }
+                    snapshot.complete_resource(uri, &argument, &prefix)
+                }
+            };
+            match answer {
                 Ok(result) => {
                     print_json(&wire(&result));
                     Ok(ExitCode::SUCCESS)
@@ -450,6 +546,141 @@ fn list_kind(kind: Kind) -> ListKind {
 
 fn split_pair(pair: &str) -> anyhow::Result<(&str, &str)> {
     pair.split_once('=').with_context(|| format!("argument `{pair}` should be key=value"))
+}
+
+/// The arguments a tool or prompt declares: each name and whether it is
+/// required; `open` when other names are accepted too.
+struct Arguments {
+    names: Vec<(String, bool)>,
+    open: bool,
+    /// What one is called: `argument`, or `variable` (of a URI template).
+    noun: &'static str,
+}
+
+impl Arguments {
+    /// `room (required), hours`, or `none`.
+    fn describe(&self) -> String {
+        if self.names.is_empty() {
+            return "none".to_owned();
+        }
+        let names: Vec<String> = self
+            .names
+            .iter()
+            .map(|(name, required)| if *required { format!("{name} (required)") } else { name.clone() })
+            .collect();
+        names.join(", ")
+    }
+}
+
+/// A tool's arguments, from its `inputSchema`: `properties` and `required`;
+/// open when `additionalProperties` is `true` or a schema.
+fn tool_arguments(schema: &Value) -> Arguments {
+    let required: Vec<&str> =
+        schema.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
+    let names = schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .map(|(name, _)| (name.clone(), required.contains(&name.as_str())))
+        .collect();
+    let open = schema.get("additionalProperties").is_some_and(|extra| extra != &Value::Bool(false));
+    Arguments { names, open, noun: "argument" }
+}
+
+/// A usage error for the first name that `known` does not declare, with
+/// "did you mean" and the declared arguments.
+fn check_argument_names<'a>(
+    what: &str,
+    given: impl IntoIterator<Item = &'a str>,
+    known: &Arguments,
+) -> anyhow::Result<()> {
+    if known.open {
+        return Ok(());
+    }
+    let Some(unknown) = given.into_iter().find(|key| !known.names.iter().any(|(name, _)| name == key)) else {
+        return Ok(());
+    };
+    let guess = diag::did_you_mean(unknown, known.names.iter().map(|(name, _)| name.as_str()))
+        .map(|name| format!("; did you mean `{name}`?"))
+        .unwrap_or_default();
+    let noun = known.noun;
+    anyhow::bail!("{what} has no {noun} `{unknown}`{guess}\n  its {noun}s: {}", known.describe())
+}
+
+/// A usage error naming every required argument of a prompt left out.
+fn check_required(what: &str, usage: &str, given: &Map<String, Value>, known: &Arguments) -> anyhow::Result<()> {
+    let missing: Vec<&str> = known
+        .names
+        .iter()
+        .filter(|(argument, required)| *required && !given.contains_key(argument))
+        .map(|(argument, _)| argument.as_str())
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let plural = if missing.len() == 1 { "" } else { "s" };
+    let example: Vec<String> = missing.iter().map(|argument| format!("{argument}=…")).collect();
+    anyhow::bail!(
+        "{what} needs argument{plural} `{}`\n  its arguments: {}\n  e.g. {usage} {}",
+        missing.join("`, `"),
+        known.describe(),
+        example.join(" ")
+    )
+}
+
+/// A usage error when the catalog has no `what` called `name`: "did you
+/// mean", and where to see them all.
+fn check_name<'a>(
+    what: &str,
+    name: &str,
+    names: impl Iterator<Item = &'a str> + Clone,
+    (catalog, kind): (&Path, &str),
+) -> anyhow::Result<()> {
+    if names.clone().any(|known| known == name) {
+        return Ok(());
+    }
+    let guess = diag::did_you_mean(name, names).map(|known| format!("; did you mean `{known}`?")).unwrap_or_default();
+    anyhow::bail!("this catalog has no {what} `{name}`{guess}\n  see them all: carte list {} {kind}", catalog.display())
+}
+
+/// What `carte complete` completes.
+enum Target {
+    /// A prompt, by name.
+    Prompt(String),
+    /// A resource template, by its URI template.
+    Template(String),
+}
+
+/// What `carte complete` was asked to complete: `prompt:NAME`,
+/// `resource:URI-TEMPLATE`, or a bare prompt name or URI template.
+fn completion_target(snapshot: &Snapshot, path: &Path, reference: &str) -> anyhow::Result<Target> {
+    let catalog = &snapshot.catalog;
+    if let Some(name) = reference.strip_prefix("prompt:") {
+        check_name("prompt", name, catalog.prompts.iter().map(|p| p.name.as_str()), (path, "prompts"))?;
+        return Ok(Target::Prompt(name.to_owned()));
+    }
+    if let Some(uri) = reference.strip_prefix("resource:") {
+        let templates = catalog.resource_templates.iter().map(|t| t.template.as_str());
+        check_name("resource template", uri, templates, (path, "templates"))?;
+        return Ok(Target::Template(uri.to_owned()));
+    }
+    if catalog.prompt(reference).is_some() {
+        return Ok(Target::Prompt(reference.to_owned()));
+    }
+    if catalog.resource_template(reference).is_some() {
+        return Ok(Target::Template(reference.to_owned()));
+    }
+    let prompts = catalog.prompts.iter().map(|p| p.name.as_str());
+    let templates = catalog.resource_templates.iter().map(|t| t.template.as_str());
+    let guess = diag::did_you_mean(reference, prompts.chain(templates))
+        .map(|name| format!("; did you mean `{name}`?"))
+        .unwrap_or_default();
+    anyhow::bail!(
+        "`{reference}` is neither a prompt nor a resource template of this catalog{guess}\n  \
+         write `prompt:NAME` or `resource:URI-TEMPLATE` (see `carte list {0} prompts` and `carte list {0} templates`)",
+        path.display()
+    )
 }
 
 /// A key=value argument, typed by the tool's schema: strings stay strings,

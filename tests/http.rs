@@ -444,3 +444,35 @@ fn unreadable_messages_get_json_rpc_errors_over_http() {
     let pong = server.request(&session, 9, "ping", json!({}));
     assert!(pong["result"].is_object(), "{pong}");
 }
+
+#[test]
+fn malformed_json_gets_a_json_rpc_parse_error_over_http() {
+    let dir = TempDir::new("http-parse-error");
+    let path = dir.write("catalog.yaml", &tools_catalog(&["a"]));
+    let server = HttpServer::start(&path, &[], &[]);
+    for (version, body) in [
+        ("2025-11-25", r#"{"jsonrpc":"2.0","id":1,"method":"#),
+        ("2026-07-28", r#"{"jsonrpc":"2.0","id":1,"method":"#),
+        ("2026-07-28", "not json at all"),
+    ] {
+        let mut stream = std::net::TcpStream::connect(server.addr).unwrap();
+        stream.set_read_timeout(Some(common::TIMEOUT)).unwrap();
+        let request = format!(
+            "POST /mcp HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
+             Accept: application/json, text/event-stream\r\nMCP-Protocol-Version: {version}\r\n\
+             Connection: close\r\nContent-Length: {}\r\n\r\n{body}",
+            server.addr,
+            body.len()
+        );
+        std::io::Write::write_all(&mut stream, request.as_bytes()).unwrap();
+        let bytes = read_until_closed(&mut stream).expect("a response");
+        let text = String::from_utf8_lossy(&bytes);
+        assert_eq!(status_of(&bytes), Some(400), "{body}: {text}");
+        let (head, json) = text.split_once("\r\n\r\n").unwrap();
+        assert!(head.to_ascii_lowercase().contains("content-type: application/json"), "{head}");
+        let reply: Value = serde_json::from_str(json).expect("a JSON-RPC error");
+        assert_eq!(reply["id"], Value::Null, "{reply}");
+        assert_eq!(reply["error"]["code"], -32700, "{reply}");
+        assert!(reply["error"]["message"].as_str().unwrap_or_default().starts_with("Parse error"), "{reply}");
+    }
+}

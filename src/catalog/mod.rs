@@ -20,6 +20,8 @@ pub mod structure;
 mod assemble;
 mod build;
 
+pub(crate) use build::millis_of;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -150,7 +152,7 @@ pub enum Step {
         message: Option<String>,
     },
     /// Wait.
-    Sleep(std::time::Duration),
+    Sleep(Wait),
     /// Ask the user; the answer becomes `elicited`.
     Elicit {
         /// The question's template.
@@ -176,6 +178,16 @@ pub enum StepData {
     Template(String),
     /// A value as written.
     Literal(Value),
+}
+
+/// How long a `sleep` step waits: as written (checked at load), or what a
+/// template renders on each call (checked then).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Wait {
+    /// As written.
+    Fixed(std::time::Duration),
+    /// A template rendering a duration, e.g. `{{ seconds }}s`.
+    Template(String),
 }
 
 /// A number in a step: as written, or a template's output.

@@ -225,7 +225,8 @@ pub struct StepSpec {
     /// Sends `notifications/progress` when the call carried a progress token.
     #[serde(default)]
     pub progress: Option<ProgressStepSpec>,
-    /// Waits, e.g. `50ms`, `2s`, or a number of milliseconds.
+    /// Waits, e.g. `50ms`, `2s`, a number of milliseconds, or a template rendering
+    /// a duration on each call (`"{{ seconds }}s"`); at most 10m.
     #[serde(default)]
     pub sleep: Option<SleepSpec>,
     /// Asks the user for input (`elicitation/create`); the answer is `elicited`.
@@ -299,7 +300,7 @@ pub enum NumberSpec {
 pub enum SleepSpec {
     /// Milliseconds.
     Millis(u64),
-    /// `250ms`, `2s`, `1m`.
+    /// `250ms`, `2s`, `1m`, or a template rendering one.
     Text(String),
 }
 

@@ -13,12 +13,13 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use minijinja::Value as TemplateValue;
 use serde_json::{Value, json};
 
 use crate::catalog::model::{LogLevel, Role};
-use crate::catalog::{Amount, Catalog, Step, StepData};
+use crate::catalog::{Amount, Catalog, Step, StepData, Wait};
 use crate::render::{self, RenderError};
 
 /// A future a [`Client`] returns.
@@ -71,6 +72,28 @@ impl Client for NoClient {
     }
 }
 
+/// The longest a `sleep` step waits.
+pub const MAX_SLEEP: Duration = Duration::from_secs(10 * 60);
+
+/// Longest rendered `sleep` read as a duration; a longer one is not, and
+/// only its start is quoted back.
+const MAX_SHOWN_SLEEP: usize = 40;
+
+/// A `sleep` of `millis` milliseconds, if it is at most [`MAX_SLEEP`].
+pub fn sleep_of(millis: u64) -> Result<Duration, String> {
+    let duration = Duration::from_millis(millis);
+    if duration > MAX_SLEEP {
+        return Err(format!("a sleep of {millis} ms is longer than 10 minutes"));
+    }
+    Ok(duration)
+}
+
+/// A `sleep` as written or rendered: `250ms`, `2s`, `1.5m`, or a number of
+/// milliseconds; at most [`MAX_SLEEP`].
+pub fn parse_sleep(text: &str) -> Result<Duration, String> {
+    sleep_of(crate::catalog::millis_of(text)?)
+}
+
 /// Awaits `work` unless the client cancels first.
 async fn unless_cancelled<T>(client: &dyn Client, work: impl Future<Output = T>) -> Result<T, Stopped> {
     tokio::select! {
@@ -121,7 +144,13 @@ pub async fn run(
                 };
                 client.progress(progress, total, message).await;
             }
-            Step::Sleep(duration) => unless_cancelled(client, tokio::time::sleep(*duration)).await?,
+            Step::Sleep(wait) => {
+                let duration = match wait {
+                    Wait::Fixed(duration) => *duration,
+                    Wait::Template(name) => at.duration(name, context).await?,
+                };
+                unless_cancelled(client, tokio::time::sleep(duration)).await?;
+            }
             Step::Elicit { message, schema } => {
                 let message = at.render(message, context).await?;
                 let answer = unless_cancelled(client, client.elicit(message, schema.clone()))
@@ -177,6 +206,25 @@ impl StepAt<'_> {
             RenderError::Template(message) => {
                 Stopped::Failed(format!("tool `{}`, step {}: {message}", self.tool, self.number))
             }
+        })
+    }
+
+    /// A `sleep` template's duration, rendered for this call.
+    async fn duration(&self, name: &str, context: &BTreeMap<String, TemplateValue>) -> Result<Duration, Stopped> {
+        let text = self.render(name, context).await?;
+        let text = text.trim();
+        let parsed = if text.is_empty() {
+            Err("it rendered nothing".to_owned())
+        } else if text.len() > MAX_SHOWN_SLEEP {
+            Err(format!("`{}` is not a duration", crate::run::cut(text.to_owned(), MAX_SHOWN_SLEEP)))
+        } else {
+            parse_sleep(text)
+        };
+        parsed.map_err(|reason| {
+            Stopped::Failed(format!(
+                "tool `{}`, step {}: cannot sleep: {reason}; a sleep is e.g. `250ms`, `2s` or `1m` (at most 10m)",
+                self.tool, self.number
+            ))
         })
     }
 

@@ -18,6 +18,7 @@ use rmcp::model::{
 use rmcp::service::{RequestContext, RoleServer, SubscriptionContext};
 use rmcp::{ErrorData, ServerHandler};
 use serde_json::json;
+use tokio_util::sync::CancellationToken;
 
 use super::Shared;
 use super::hub::{MAX_SUBSCRIPTIONS, Session, SubscribeError, severity};
@@ -52,13 +53,22 @@ const REMOVED_IN_2026: &[&str] = &["initialize", "logging/setLevel", "resources/
 pub struct Handler {
     shared: Arc<Shared>,
     session: Arc<Session>,
+    /// Cancelled when the client's input ends (stdio: end of stdin), which
+    /// ends its listen streams: nobody is left to cancel them.
+    input_closed: CancellationToken,
 }
 
 impl Handler {
     /// A handler for a new session.
     pub fn new(shared: Arc<Shared>) -> Handler {
+        Handler::until_closed(shared, CancellationToken::new())
+    }
+
+    /// A handler for a new session whose listen streams also end when
+    /// `input_closed` is cancelled.
+    pub fn until_closed(shared: Arc<Shared>, input_closed: CancellationToken) -> Handler {
         let session = shared.hub.new_session();
-        Handler { shared, session }
+        Handler { shared, session, input_closed }
     }
 
     /// Sends a log message about this request, before its response, if the
@@ -270,7 +280,12 @@ impl ServerHandler for Handler {
         check_listen_filter(&self.shared.snapshot(), context.requested())?;
         let accepted = context.accepted().resource_subscriptions.iter().flatten().cloned().collect();
         let _membership = self.shared.hub.listen(context.sink().clone(), accepted);
-        context.cancelled().await;
+        tokio::select! {
+            () = context.cancelled() => {}
+            () = self.input_closed.cancelled() => {}
+        }
+        // The client cancelled the stream, closed it or went away: all normal.
+        tracing::debug!("a listen stream closed");
         Ok(())
     }
 

@@ -16,6 +16,7 @@ pub mod http;
 pub mod hub;
 pub mod in_flight;
 pub mod jsonrpc;
+pub mod logs;
 pub mod snapshot;
 pub mod stdio;
 
@@ -90,7 +91,8 @@ pub async fn serve_stdio(shared: Arc<Shared>, shutdown: impl Future<Output = ()>
     loop {
         let (handoff, next) = tokio::sync::oneshot::channel();
         transport.on_handoff(handoff);
-        let serving = Handler::new(shared.clone()).serve(transport);
+        let handler = Handler::until_closed(shared.clone(), transport.input_closed());
+        let serving = handler.serve(transport);
         let running = tokio::select! {
             running = serving => match running {
                 Ok(running) => running,

@@ -2,7 +2,7 @@
 //! once (the `initialize` answer, the list items as rmcp types), and the
 //! operations that answer MCP requests from it.
 //!
-//! The CLI (`carte list`, `call`, `prompt`, `read`) calls these same
+//! The CLI (`carte list`, `call`, `prompt`, `complete`, `read`) calls these same
 //! operations, so what it prints is what a client receives.
 
 use std::sync::Arc;
@@ -270,6 +270,16 @@ impl Snapshot {
     /// it -32602 for 2026-07-28 clients); a URI over [`MAX_URI_BYTES`] is -32602.
     pub fn read_resource(&self, uri: &str) -> Result<Vec<ResourceContents>, ErrorData> {
         read(&self.catalog, uri)
+    }
+
+    /// `completion/complete` for a prompt's argument (as `carte complete` asks).
+    pub fn complete_prompt(&self, name: &str, argument: &str, typed: &str) -> Result<CompleteResult, ErrorData> {
+        self.complete(&Reference::for_prompt(name), argument, typed)
+    }
+
+    /// `completion/complete` for a resource template's variable (as `carte complete` asks).
+    pub fn complete_resource(&self, uri: &str, argument: &str, typed: &str) -> Result<CompleteResult, ErrorData> {
+        self.complete(&Reference::for_resource(uri), argument, typed)
     }
 
     /// `completion/complete`: values from `complete:` lists that start with

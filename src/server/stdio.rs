@@ -32,6 +32,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufReader, BufWriter};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 /// Longest line (one message) carte reads; longer ones are refused whole.
 pub const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
@@ -111,6 +112,8 @@ pub struct LineTransport<R> {
     /// Where to hand this transport when a legacy `initialize` arrives on an
     /// inline session.
     handoff: Option<oneshot::Sender<LineTransport<R>>>,
+    /// Cancelled when this session's input ends (end of stdin, or a handoff).
+    input_closed: CancellationToken,
 }
 
 impl<R> LineTransport<R>
@@ -135,7 +138,13 @@ where
             first: None,
             ending: false,
             handoff: None,
+            input_closed: CancellationToken::new(),
         }
+    }
+
+    /// Cancelled when this session's input ends (see [`Handler::until_closed`](super::Handler::until_closed)).
+    pub fn input_closed(&self) -> CancellationToken {
+        self.input_closed.clone()
     }
 
     /// Where this transport goes when a legacy `initialize` arrives on a
@@ -144,6 +153,57 @@ where
     /// ready to start a new session with that `initialize`.
     pub fn on_handoff(&mut self, next: oneshot::Sender<LineTransport<R>>) {
         self.handoff = Some(next);
+    }
+
+    /// The next message for rmcp; `None` when the session's input ends.
+    async fn next_message(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
+        loop {
+            if self.ending {
+                // A handoff: this session ends here; `close` passes the transport on.
+                return None;
+            }
+            if let Some(first) = self.first.take() {
+                return Some(first);
+            }
+            if let Err(err) = self.flush_reply().await {
+                tracing::debug!("cannot answer: {err}");
+                return None;
+            }
+            // Backpressure: no new request while the client leaves replies unread.
+            if let Some(outbox) = &self.outbox {
+                outbox.room().await;
+            }
+            let input = self.input.as_mut()?;
+            match input.read_line().await {
+                Ok(Ok(true)) => {}
+                Ok(Ok(false)) => return None,
+                Ok(Err(limit)) => {
+                    self.reply_error(
+                        Value::Null,
+                        -32600,
+                        &format!("Invalid Request: message longer than {limit} bytes"),
+                    );
+                    continue;
+                }
+                Err(err) => {
+                    tracing::error!("cannot read stdin: {err}");
+                    return None;
+                }
+            }
+            let mut line = std::mem::take(&mut input.line);
+            let message = self.classify(&line);
+            // Keep the buffer's capacity for the next line, unless it grew large.
+            line.clear();
+            if line.capacity() > 1024 * 1024 {
+                line.shrink_to(64 * 1024);
+            }
+            if let Some(input) = &mut self.input {
+                input.line = line;
+            }
+            if let Some(message) = message {
+                return Some(message);
+            }
+        }
     }
 
     /// Keeps an answer of the transport's own, sent before the next line is read.
@@ -328,55 +388,12 @@ where
     }
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
-        loop {
-            if self.ending {
-                // A handoff: this session ends here; `close` passes the transport on.
-                return None;
-            }
-            if let Some(first) = self.first.take() {
-                return Some(first);
-            }
-            if let Err(err) = self.flush_reply().await {
-                tracing::debug!("cannot answer: {err}");
-                return None;
-            }
-            // Backpressure: no new request while the client leaves replies unread.
-            if let Some(outbox) = &self.outbox {
-                outbox.room().await;
-            }
-            let input = self.input.as_mut()?;
-            match input.read_line().await {
-                Ok(Ok(true)) => {}
-                Ok(Ok(false)) => return None,
-                Ok(Err(limit)) => {
-                    self.reply_error(
-                        Value::Null,
-                        -32600,
-                        &format!("Invalid Request: message longer than {limit} bytes"),
-                    );
-                    continue;
-                }
-                Err(err) => {
-                    tracing::error!("cannot read stdin: {err}");
-                    return None;
-                }
-            }
-            let mut line = std::mem::take(&mut input.line);
-            let message = self.classify(&line);
-            // Keep the buffer's capacity for the next line, unless it grew large.
-            line.clear();
-            if line.capacity() > 1024 * 1024 {
-                line.shrink_to(64 * 1024);
-            }
-            if let Some(input) = &mut self.input {
-                input.line = line;
-            }
-            if let Some(message) = message {
-                return Some(message);
-            }
+        let message = self.next_message().await;
+        if message.is_none() {
+            self.input_closed.cancel();
         }
+        message
     }
-
     /// Lets the writer task write what is queued, then waits for it; or, in a
     /// handoff, passes this transport on to the next session.
     async fn close(&mut self) -> Result<(), Self::Error> {
@@ -393,6 +410,7 @@ where
                 first: self.first.take(),
                 ending: false,
                 handoff: None,
+                input_closed: CancellationToken::new(),
             };
             // If nobody takes it, dropping it closes the output like `close` would.
             let _ = handoff.send(next);

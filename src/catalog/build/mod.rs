@@ -29,6 +29,8 @@ mod template_analysis;
 mod templates;
 mod tools;
 
+pub(crate) use tools::millis_of;
+
 /// Longest tool or prompt name MCP allows.
 const MAX_NAME: usize = 128;
 /// Names longer than this get cut by some clients.

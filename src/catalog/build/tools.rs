@@ -4,7 +4,7 @@ use serde_json::{Map, Value, json};
 
 use crate::catalog::assemble::{Declared, Origin};
 use crate::catalog::model::{NumberSpec, RunSpec, SleepSpec, StepSpec, ToolSpec};
-use crate::catalog::{Amount, Effect, ResultSpec, Step, StepData, Tool};
+use crate::catalog::{Amount, Effect, ResultSpec, Step, StepData, Tool, Wait};
 use crate::diag::did_you_mean;
 
 use super::{Builder, Scope, present};
@@ -237,9 +237,15 @@ impl Builder<'_> {
                     (Some(progress), Some(total), Some(message)) => Some(Step::Progress { progress, total, message }),
                     _ => None,
                 }
+            } else if let Some(SleepSpec::Text(text)) = &spec.sleep
+                && ["{{", "{%", "{#"].iter().any(|open| text.contains(open))
+            {
+                // A template: its output is read as a duration on each call.
+                let template = self.inline(name("sleep"), text, origin, &format!("{below}/sleep"), scope);
+                template.map(|template| Step::Sleep(Wait::Template(template)))
             } else if let Some(sleep) = &spec.sleep {
                 match parse_duration(sleep) {
-                    Ok(duration) => Some(Step::Sleep(duration)),
+                    Ok(duration) => Some(Step::Sleep(Wait::Fixed(duration))),
                     Err(message) => {
                         let location = self.assembled.locate(origin, &format!("{below}/sleep"));
                         self.error("step", location, message).hint =
@@ -357,18 +363,14 @@ impl Builder<'_> {
 
 /// Reads a `sleep` duration: milliseconds, or `250ms`, `2s`, `1m`.
 pub(super) fn parse_duration(spec: &SleepSpec) -> Result<std::time::Duration, String> {
-    let millis = match spec {
-        SleepSpec::Millis(ms) => *ms,
-        SleepSpec::Text(text) => millis_of(text)?,
-    };
-    if millis > 600_000 {
-        return Err(format!("a sleep of {millis} ms is longer than 10 minutes"));
+    match spec {
+        SleepSpec::Millis(ms) => crate::run::steps::sleep_of(*ms),
+        SleepSpec::Text(text) => crate::run::steps::parse_sleep(text),
     }
-    Ok(std::time::Duration::from_millis(millis))
 }
 
 /// Milliseconds of `250ms`, `2s`, `1.5m`, `1h` (no unit: milliseconds).
-pub(super) fn millis_of(text: &str) -> Result<u64, String> {
+pub(crate) fn millis_of(text: &str) -> Result<u64, String> {
     let text = text.trim();
     let (number, unit) = text.split_at(text.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(text.len()));
     let number: f64 = number.parse().map_err(|_| format!("`{text}` is not a duration"))?;

@@ -34,16 +34,17 @@ const BUSY: &str = "{\"error\":\"the server is at its connection limit (--max-co
 /// How often a warning about refused connections may be logged.
 const WARN_EVERY: Duration = Duration::from_secs(10);
 
-/// Serves `app` on `listener` until `stop`, then closes connections
-/// gracefully and returns when the last one is closed.
-pub async fn serve(listener: TcpListener, app: Router, limits: Limits, stop: CancellationToken) {
+/// Serves `app` on `listeners` (one cap for all) until `stop`, then closes
+/// connections gracefully and returns when the last one is closed.
+pub async fn serve(listeners: Vec<TcpListener>, app: Router, limits: Limits, stop: CancellationToken) {
     let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     let closing = CancellationToken::new();
     let connections = TaskTracker::new();
     let mut refused = Refused::default();
+    let mut turn = 0usize;
     loop {
         let accepted = tokio::select! {
-            accepted = listener.accept() => accepted,
+            accepted = accept_any(&listeners, &mut turn) => accepted,
             () = stop.cancelled() => break,
         };
         let tcp = match accepted {
@@ -82,10 +83,27 @@ pub async fn serve(listener: TcpListener, app: Router, limits: Limits, stop: Can
             }
         });
     }
-    drop(listener);
+    drop(listeners);
     closing.cancel();
     connections.close();
     connections.wait().await;
+}
+
+/// The next connection on any of `listeners`; which one is asked first
+/// turns, so a busy one cannot starve the others.
+async fn accept_any(listeners: &[TcpListener], turn: &mut usize) -> std::io::Result<(TcpStream, std::net::SocketAddr)> {
+    *turn = turn.wrapping_add(1);
+    let start = *turn;
+    std::future::poll_fn(|cx| {
+        for offset in 0..listeners.len() {
+            let listener = &listeners[(start + offset) % listeners.len()];
+            if let std::task::Poll::Ready(accepted) = listener.poll_accept(cx) {
+                return std::task::Poll::Ready(accepted);
+            }
+        }
+        std::task::Poll::Pending
+    })
+    .await
 }
 
 /// Answers a connection over the cap with 503 (if the socket takes it at

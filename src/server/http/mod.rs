@@ -2,6 +2,7 @@
 //! Streamable HTTP service at `/mcp` behind axum, plus `/healthz` and
 //! `/readyz`.
 //!
+//! - [`bind`]: resolving `--http HOST:PORT` and listening on every address;
 //! - [`listener`]: accepting connections, capped, with header and idle timeouts;
 //! - [`guard`]: the `Host`/`Origin` checks and the bearer token;
 //! - [`sessions`]: legacy sessions, capped, expiring when idle, one GET stream each.
@@ -19,6 +20,7 @@
 //! Shutdown: stop accepting connections, let tool calls in flight finish
 //! (bounded), then close every session and stream.
 
+pub mod bind;
 pub mod guard;
 pub mod listener;
 pub mod sessions;
@@ -49,8 +51,8 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 /// How carte serves HTTP.
 #[derive(Debug, Clone)]
 pub struct HttpOptions {
-    /// Where to listen.
-    pub addr: SocketAddr,
+    /// Where to listen: `HOST:PORT`, HOST an address or a name (see [`bind`]).
+    pub addr: String,
     /// More `Host` values to accept (beyond localhost, 127.0.0.1, [::1] and the bound address).
     pub allow_hosts: Vec<String>,
     /// More `Origin` values to accept (beyond http(s)://localhost, 127.0.0.1 and [::1], any port).
@@ -71,9 +73,9 @@ pub struct HttpOptions {
 
 impl HttpOptions {
     /// Defaults for the limits, listening on `addr`.
-    pub fn new(addr: SocketAddr) -> HttpOptions {
+    pub fn new(addr: impl Into<String>) -> HttpOptions {
         HttpOptions {
-            addr,
+            addr: addr.into(),
             allow_hosts: Vec::new(),
             allow_origins: Vec::new(),
             auth_token: None,
@@ -142,20 +144,31 @@ pub async fn serve_http(
     options: HttpOptions,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    let listener = tokio::net::TcpListener::bind(options.addr)
-        .await
-        .map_err(|err| anyhow::anyhow!("cannot listen on {}: {err}", options.addr))?;
-    let local = listener.local_addr()?;
+    let resolved = bind::resolve(&options.addr).await?;
+    let listeners = bind::bind_all(&resolved.addrs).await?;
+    let mut locals = Vec::with_capacity(listeners.len());
+    for listener in &listeners {
+        locals.push(listener.local_addr()?);
+    }
     let sessions_closed = CancellationToken::new();
     let replies = Arc::new(InFlight::default());
     let sessions = Arc::new(Sessions::new(options.max_sessions, options.session_idle));
-    let app = router(shared.clone(), &options, local, sessions.clone(), sessions_closed.clone(), replies.clone())?;
+    let app = router(
+        shared.clone(),
+        &options,
+        (&locals, resolved.name.as_deref()),
+        sessions.clone(),
+        sessions_closed.clone(),
+        replies.clone(),
+    )?;
     tokio::spawn(sessions.expire_idle(sessions_closed.clone()));
-    tracing::info!("serving MCP at http://{local}/mcp");
+    for local in &locals {
+        tracing::info!("serving MCP at http://{local}/mcp");
+    }
 
     let stop_accepting = CancellationToken::new();
     let limits = listener::Limits { max_connections: options.max_connections, header_timeout: options.header_timeout };
-    let server = tokio::spawn(listener::serve(listener, app, limits, stop_accepting.clone()));
+    let server = tokio::spawn(listener::serve(listeners, app, limits, stop_accepting.clone()));
     shutdown.await;
     tracing::info!("shutting down: finishing calls in flight");
     stop_accepting.cancel();
@@ -180,14 +193,22 @@ pub async fn serve_http(
 fn router(
     shared: Arc<Shared>,
     options: &HttpOptions,
-    local: SocketAddr,
+    (locals, name): (&[SocketAddr], Option<&str>),
     sessions: Arc<Sessions>,
     closed: CancellationToken,
     replies: Arc<InFlight>,
 ) -> anyhow::Result<Router> {
     let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "::1"].map(String::from).to_vec();
-    if !local.ip().is_unspecified() {
-        hosts.push(local.ip().to_string());
+    for local in locals {
+        if !local.ip().is_unspecified() {
+            hosts.push(local.ip().to_string());
+        }
+    }
+    // Clients of `--http mcp.internal:8080` send `Host: mcp.internal:8080`.
+    if let Some(name) = name
+        && !hosts.iter().any(|host| host.eq_ignore_ascii_case(name))
+    {
+        hosts.push(name.to_owned());
     }
     hosts.extend(options.allow_hosts.iter().cloned());
     let mut origins: Vec<String> = Vec::new();
