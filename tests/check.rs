@@ -242,6 +242,8 @@ fn fixtures_cover_every_diagnostic_code() {
         "wrong-type",
         "yaml-syntax",
         "yaml-aliases",
+        "empty-catalog",
+        "not-a-catalog",
     ];
     let mut seen = BTreeSet::new();
     for fixture in fixtures() {

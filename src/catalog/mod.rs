@@ -536,12 +536,9 @@ pub fn load_with(path: &Path, env: &dyn Fn(&str) -> Option<String>, previous: Op
         inputs.includes = assembled.includes.clone();
         inputs.contents = assembled.contents.clone();
     }
-    let catalog = match assembled {
-        Some(assembled) if !crate::diag::has_errors(&diagnostics) => {
-            build::build(assembled, &mut diagnostics, &mut inputs, previous)
-        }
-        _ => None,
-    };
+    // The semantic stage runs even after mistakes in the files: on what
+    // could be read, so one run reports everything.
+    let catalog = assembled.and_then(|assembled| build::build(assembled, &mut diagnostics, &mut inputs, previous));
     let catalog = if crate::diag::has_errors(&diagnostics) { None } else { catalog };
     diagnostics.sort_by(|a, b| {
         (&a.location.file, a.location.line, a.location.column).cmp(&(
@@ -606,6 +603,26 @@ mod tests {
         }
         assert_eq!(loaded.inputs.changed(), None);
         assert_eq!(loaded.inputs.len_read(&notes), Some("some notes".len() as u64));
+    }
+
+    #[test]
+    fn a_catalog_that_declares_nothing_is_an_error() {
+        let folder = Folder::new("empty");
+        for text in ["", "# only a comment\n", "---\n", "server: { name: b }\n", "tools: []\nprompts:\n"] {
+            let root = folder.write("catalog.yaml", text);
+            let loaded = load_with(&root, &|_| None, None);
+            assert!(loaded.catalog.is_none(), "{text:?} was accepted");
+            let codes: Vec<(&str, usize, usize)> =
+                loaded.diagnostics.iter().map(|d| (d.code, d.location.line, d.location.column)).collect();
+            assert_eq!(codes, [("empty-catalog", 1, 1)], "{text:?}");
+        }
+        // Entries in an included file count, and so does an entry with a mistake.
+        folder.write("more.yaml", "resources:\n  - { uri: \"x://a\", name: a, text: a }\n");
+        let root = folder.write("catalog.yaml", "include: more.yaml\n");
+        assert!(load_with(&root, &|_| None, None).catalog.is_some());
+        let root = folder.write("catalog.yaml", "tools:\n  - { name: a }\n");
+        let loaded = load_with(&root, &|_| None, None);
+        assert!(loaded.diagnostics.iter().all(|d| d.code != "empty-catalog"), "{:?}", loaded.diagnostics);
     }
 
     #[test]

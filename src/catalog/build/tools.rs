@@ -115,8 +115,8 @@ impl Builder<'_> {
         let sql = run.sql.as_ref()?;
         let location = self.assembled.locate(origin, "/run/sql/database");
         let (Some(entry), Some(probe)) = (self.databases.get(&sql.database), self.probes.get(&sql.database)) else {
-            if self.assembled.databases.contains_key(&sql.database) {
-                return None; // it failed to open; that error is reported already
+            if self.assembled.databases.contains_key(&sql.database) || self.assembled.dropped.database(&sql.database) {
+                return None; // it failed to open or to read; that error is reported already
             }
             let known: Vec<&str> = self.assembled.databases.keys().map(String::as_str).collect();
             let hint = match did_you_mean(&sql.database, known.iter().copied()) {
