@@ -354,9 +354,7 @@ impl Catalog {
                         location.clone(),
                         format!("setup of database `{name}` failed: {}", failure.message),
                     );
-                    diagnostic.hint = Some(
-                        "setup statements run in one transaction when the catalog is accepted, so they must be idempotent (CREATE TABLE IF NOT EXISTS …)".to_owned(),
-                    );
+                    diagnostic.hint = Some(build::setup_hint(&failure.message));
                     diagnostic
                 }
                 None => Diagnostic::error(
