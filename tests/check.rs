@@ -244,6 +244,7 @@ fn fixtures_cover_every_diagnostic_code() {
         "yaml-aliases",
         "empty-catalog",
         "not-a-catalog",
+        "schema-required",
     ];
     let mut seen = BTreeSet::new();
     for fixture in fixtures() {

@@ -624,6 +624,31 @@ mod tests {
     }
 
     #[test]
+    fn required_names_a_declared_property_at_every_level() {
+        let folder = Folder::new("required");
+        let tool = |schema: &str| {
+            format!(
+                "tools:\n  - name: t\n    description: T.\n    inputSchema: {schema}\n    run: {{ text: \"{{{{ arguments }}}}\" }}\n"
+            )
+        };
+        let cases = [
+            ("{ type: object, properties: { a: { type: object, properties: { b: {} }, required: [c] } } }", 1),
+            ("{ type: object, properties: { a: { type: array, items: { type: object, required: [x] } } } }", 1),
+            ("{ type: object, properties: { a: {} }, required: [a] }", 0),
+            // Other keywords may declare it: left alone.
+            ("{ type: object, allOf: [{ properties: { a: {} } }], required: [a] }", 0),
+            ("{ type: object, additionalProperties: { type: string }, required: [a] }", 0),
+        ];
+        for (schema, errors) in cases {
+            let root = folder.write("catalog.yaml", &tool(schema));
+            let loaded = load_with(&root, &|_| None, None);
+            let found = loaded.diagnostics.iter().filter(|d| d.code == "schema-required").count();
+            assert_eq!(found, errors, "{schema}: {:?}", loaded.diagnostics);
+            assert_eq!(loaded.catalog.is_some(), errors == 0, "{schema}: {:?}", loaded.diagnostics);
+        }
+    }
+
+    #[test]
     fn any_change_since_reading_is_noticed() {
         let folder = Folder::new("changed");
         let path = folder.write("a.txt", "one");

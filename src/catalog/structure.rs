@@ -396,6 +396,8 @@ fn explain(
             );
             if expected.starts_with("text") && matches!(found, Value::Number(_) | Value::Bool(_)) {
                 diagnostic = diagnostic.with_hint(format!("put it in quotes: \"{found}\""));
+            } else if let Some(hint) = boolean_hint(&expected, found) {
+                diagnostic = diagnostic.with_hint(hint);
             } else if expected.starts_with("a list") && found.is_object() {
                 diagnostic = diagnostic.with_hint("write each entry on its own line starting with `- `");
             }
@@ -476,6 +478,22 @@ fn explain(
     if breaks {
         findings.broken.push(pointer);
     }
+}
+
+/// For text where true or false belongs: `yes` (YAML 1.1's true is text
+/// in YAML 1.2, which carte reads) or a quoted `"true"`.
+fn boolean_hint(expected: &str, found: &Value) -> Option<String> {
+    let text = found.as_str().filter(|_| expected == "true or false")?;
+    let meant = match text.to_ascii_lowercase().as_str() {
+        "yes" | "y" | "on" | "true" => "true",
+        "no" | "n" | "off" | "false" => "false",
+        _ => return None,
+    };
+    Some(if text == meant {
+        format!("write {meant} without quotes: in quotes it is text")
+    } else {
+        format!("write {meant}: carte reads YAML 1.2, where `{text}` is text, not {meant}")
+    })
 }
 
 fn required_hint(key: &str) -> String {
@@ -674,6 +692,21 @@ mod tests {
         assert!(checked.entries.dropped.database("db"));
         assert!(!checked.entries.dropped.database("other"));
         assert!(checked.declares);
+    }
+
+    #[test]
+    fn yaml_1_1_booleans_get_a_hint() {
+        for (written, hint) in [
+            ("yes", "write true: carte reads YAML 1.2, where `yes` is text, not true"),
+            ("Off", "write false: carte reads YAML 1.2, where `Off` is text, not false"),
+            ("\"true\"", "write true without quotes: in quotes it is text"),
+        ] {
+            let found = problems(&format!(
+                "prompts:\n  - name: p\n    arguments: [{{ name: a, required: {written} }}]\n    messages: [{{ role: user, text: \"{{{{ a }}}}\" }}]\n"
+            ));
+            assert_eq!(found.len(), 1, "{found:?}");
+            assert_eq!(found[0].hint.as_deref(), Some(hint), "{written}");
+        }
     }
 
     #[test]

@@ -48,6 +48,7 @@ impl Builder<'_> {
                 Some(format!("MCP passes {what} as an object: write `type: object` with `properties:`"));
             return None;
         }
+        self.check_required(schema, origin, &format!("/{key}"), key);
         // Compiled here to catch what the meta-schema cannot (a bad `$ref`,
         // a bad regex), then again on first use: see `Schema`.
         match jsonschema::validator_for(&value) {
@@ -56,6 +57,59 @@ impl Builder<'_> {
                 self.error("schema-invalid", location, format!("`{key}` cannot be compiled: {err}"));
                 None
             }
+        }
+    }
+}
+
+/// Keywords that can declare a property elsewhere than in `properties`.
+const DECLARE_ELSEWHERE: &[&str] =
+    &["allOf", "anyOf", "oneOf", "$ref", "$dynamicRef", "if", "dependentSchemas", "patternProperties"];
+
+impl Builder<'_> {
+    /// Reports each name in `required` that `properties` does not declare,
+    /// in this object schema and the ones nested in it (a client building a
+    /// call from `properties` could never send it: every call would fail).
+    /// Left alone where other keywords may declare it.
+    fn check_required(&mut self, schema: &Map<String, Value>, origin: &Origin, pointer: &str, key: &str) {
+        let properties = schema.get("properties").and_then(Value::as_object);
+        let open = DECLARE_ELSEWHERE.iter().any(|k| schema.contains_key(*k))
+            || schema.get("additionalProperties").is_some_and(Value::is_object);
+        if let Some(required) = schema.get("required").and_then(Value::as_array).filter(|_| !open) {
+            let declared: Vec<&str> = properties.map(|p| p.keys().map(String::as_str).collect()).unwrap_or_default();
+            for (idx, name) in required.iter().enumerate() {
+                let Some(name) = name.as_str().filter(|name| !declared.contains(name)) else { continue };
+                let place = if pointer == format!("/{key}") {
+                    format!("`{key}`")
+                } else {
+                    format!("`{}`", &pointer[1..].replace('/', "."))
+                };
+                let hint = match did_you_mean(name, declared.iter().copied()) {
+                    Some(close) => format!("did you mean `{close}`?"),
+                    None if declared.is_empty() => {
+                        format!("declare it under `properties:`, e.g. `properties: {{ {name}: {{ type: string }} }}`")
+                    }
+                    None => format!(
+                        "declare it under `properties:` or remove it; the properties are: {}",
+                        declared.join(", ")
+                    ),
+                };
+                let location = self.assembled.locate(origin, &format!("{pointer}/required/{idx}"));
+                self.error(
+                    "schema-required",
+                    location,
+                    format!("`required` names `{name}`, which is not a property of {place}"),
+                )
+                .hint = Some(hint);
+            }
+        }
+        for (name, property) in properties.into_iter().flatten() {
+            if let Value::Object(property) = property {
+                let below = format!("{pointer}/properties/{}", crate::catalog::source::escape_pointer(name));
+                self.check_required(property, origin, &below, key);
+            }
+        }
+        if let Some(Value::Object(items)) = schema.get("items") {
+            self.check_required(items, origin, &format!("{pointer}/items"), key);
         }
     }
 }
