@@ -604,20 +604,27 @@ pub fn describe(root: &Value, pointer: &str) -> String {
     if rest.is_empty() { owner } else { format!("{} of {owner}", readable_path(rest)) }
 }
 
-/// `["messages", "0", "role"]` → "`role` of message #1": list indexes are
-/// counted from one and named after their list.
-fn readable_path(segments: &[String]) -> String {
+/// `["messages", "0", "role"]` → "`role` of message #1",
+/// `["complete", "product", "2"]` → "item #3 of `complete.product`": list
+/// indexes are counted from one and named after their list.
+pub fn readable_path(segments: &[String]) -> String {
     let mut parts: Vec<String> = Vec::new();
     let mut keys: Vec<&str> = Vec::new();
     for segment in segments {
         match segment.parse::<usize>() {
             Ok(idx) if !keys.is_empty() => {
-                let list = keys.pop().unwrap_or_default();
-                if !keys.is_empty() {
-                    parts.push(format!("`{}`", keys.join(".")));
-                    keys.clear();
+                let list = keys.last().copied().unwrap_or_default();
+                match singular(list) {
+                    Some(noun) => {
+                        keys.pop();
+                        if !keys.is_empty() {
+                            parts.push(format!("`{}`", keys.join(".")));
+                        }
+                        parts.push(format!("{noun} #{}", idx + 1));
+                    }
+                    None => parts.push(format!("item #{} of `{}`", idx + 1, keys.join("."))),
                 }
-                parts.push(format!("{} #{}", singular(list), idx + 1));
+                keys.clear();
             }
             _ => keys.push(segment),
         }
@@ -629,19 +636,21 @@ fn readable_path(segments: &[String]) -> String {
     parts.join(" of ")
 }
 
-fn singular(list: &str) -> String {
-    match list {
-        "messages" => "message".to_owned(),
-        "arguments" => "argument".to_owned(),
-        "content" => "content block".to_owned(),
-        "setup" => "setup statement".to_owned(),
-        "include" => "include pattern".to_owned(),
-        "tools" => "tool".to_owned(),
-        "prompts" => "prompt".to_owned(),
-        "resources" => "resource".to_owned(),
-        "resourceTemplates" => "resource template".to_owned(),
-        other => format!("item of `{other}`"),
-    }
+/// What one entry of a list of carte's format is called.
+fn singular(list: &str) -> Option<&'static str> {
+    Some(match list {
+        "messages" => "message",
+        "arguments" => "argument",
+        "content" => "content block",
+        "setup" => "setup statement",
+        "include" => "include pattern",
+        "steps" => "step",
+        "tools" => "tool",
+        "prompts" => "prompt",
+        "resources" => "resource",
+        "resourceTemplates" => "resource template",
+        _ => return None,
+    })
 }
 
 #[cfg(test)]
@@ -707,6 +716,22 @@ mod tests {
             assert_eq!(found.len(), 1, "{found:?}");
             assert_eq!(found[0].hint.as_deref(), Some(hint), "{written}");
         }
+    }
+
+    #[test]
+    fn places_are_named_with_lists_counted_from_one() {
+        let path = |p: &str| readable_path(&p.split('/').map(str::to_owned).collect::<Vec<_>>());
+        assert_eq!(path("messages/0/role"), "`role` of message #1");
+        assert_eq!(path("complete/product/2"), "item #3 of `complete.product`");
+        assert_eq!(path("run/steps/1/log/level"), "`log.level` of step #2 of `run`");
+        assert_eq!(path("inputSchema/allOf/0/type"), "`type` of item #1 of `inputSchema.allOf`");
+        let found = problems(
+            "resourceTemplates:\n  - uriTemplate: \"x://{a}\"\n    name: t\n    text: x\n    complete: { a: [b, c, 3] }\n",
+        );
+        assert_eq!(
+            found[0].message,
+            "item #3 of `complete.a` of resource template `x://{a}` should be text, found the number `3`"
+        );
     }
 
     #[test]

@@ -5,6 +5,7 @@ use serde_json::{Map, Value};
 
 use crate::catalog::Schema;
 use crate::catalog::assemble::Origin;
+use crate::catalog::structure::readable_path;
 use crate::diag::did_you_mean;
 
 use super::Builder;
@@ -117,8 +118,14 @@ impl Builder<'_> {
 /// Words for a JSON Schema that breaks its meta-schema, for the common cases.
 pub(super) fn explain_schema_error(key: &str, path: &str, err: &jsonschema::ValidationError<'_>) -> (String, String) {
     const TYPES: [&str; 7] = ["string", "number", "integer", "boolean", "object", "array", "null"];
-    let keyword = path.rsplit('/').next().unwrap_or_default();
-    let place = if path.is_empty() { format!("`{key}`") } else { format!("`{key}{}`", path.replace('/', ".")) };
+    // Where a list item is wrong (`required: [a, 3]`), the keyword is the list's.
+    let segments: Vec<String> = std::iter::once(key.to_owned())
+        .chain(path.split('/').skip(1).map(|s| s.replace("~1", "/").replace("~0", "~")))
+        .collect();
+    let keyword_at = segments.iter().rposition(|s| s.parse::<usize>().is_err()).unwrap_or(0);
+    let keyword = if keyword_at == 0 { "" } else { segments[keyword_at].as_str() };
+    let place = readable_path(&segments[..=keyword_at]);
+    let whole = readable_path(&segments);
     let found = err.instance();
     match keyword {
         "type" => {
@@ -129,6 +136,10 @@ pub(super) fn explain_schema_error(key: &str, path: &str, err: &jsonschema::Vali
             };
             (format!("{place}: `{written}` is not a JSON Schema type"), hint)
         }
+        "required" if keyword_at + 1 < segments.len() => (
+            format!("{whole} should be a property name, found {}", crate::catalog::structure::describe_value(found)),
+            "list the names of properties, e.g. `required: [room, hours]`".to_owned(),
+        ),
         "required" => {
             (format!("{place} must be a list of property names"), "write e.g. `required: [room, hours]`".to_owned())
         }
@@ -138,7 +149,7 @@ pub(super) fn explain_schema_error(key: &str, path: &str, err: &jsonschema::Vali
         ),
         "enum" => (format!("{place} must be a list of allowed values"), "write e.g. `enum: [basic, pro]`".to_owned()),
         _ => (
-            format!("{place} is not valid JSON Schema: {err}"),
+            format!("{whole} is not valid JSON Schema: {err}"),
             "see https://json-schema.org/understanding-json-schema/ for the keywords (2020-12)".to_owned(),
         ),
     }
