@@ -245,6 +245,8 @@ fn fixtures_cover_every_diagnostic_code() {
         "empty-catalog",
         "not-a-catalog",
         "schema-required",
+        "yaml-boolean",
+        "cut-by-comment",
     ];
     let mut seen = BTreeSet::new();
     for fixture in fixtures() {

@@ -132,6 +132,7 @@ pub fn assemble(
         };
         // A file with structural mistakes is still merged, without the
         // entries that have them, so later stages check the rest.
+        super::lint::lint(&text, &parsed.value, &parsed.positions, diagnostics);
         let checked = check_file(&parsed);
         diagnostics.extend(checked.problems);
         declares |= checked.declares;

@@ -3,7 +3,8 @@
 //! Loading runs in stages, each reporting every problem it finds before the
 //! next one starts:
 //! 1. [`source`]: read each file (YAML → JSON, `${VAR}` expanded, positions kept);
-//! 2. [`structure`]: check each file against the format's schema ([`model`]);
+//! 2. [`structure`]: check each file against the format's schema ([`model`]),
+//!    and `lint` what YAML reads differently from what was meant (`no`, ` #`);
 //! 3. [`assemble`]: follow `include:` globs and merge the files;
 //! 4. [`build`]: semantic checks (names, duplicates, JSON Schemas, templates
 //!    and their variables, resources, SQL) while building the runtime form.
@@ -18,6 +19,7 @@ pub mod structure;
 
 mod assemble;
 mod build;
+mod lint;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
