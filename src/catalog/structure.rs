@@ -183,8 +183,8 @@ pub fn check_file(parsed: &ParsedFile) -> Checked {
         };
         return Checked { entries: Entries::default(), problems: vec![problem], declares: true };
     }
-    let entries = salvage(&parsed.value, &findings);
-    Checked { entries, problems: findings.problems, declares }
+    let (entries, declares_when_read) = salvage(&parsed.value, &findings);
+    Checked { entries, problems: findings.problems, declares: declares || declares_when_read }
 }
 
 /// Whether a file lists any tool, prompt, resource or resource template,
@@ -232,8 +232,9 @@ fn entry_of(pointer: &str) -> Option<(String, String)> {
 }
 
 /// Reads what `findings` leave of a file: unknown keys read as the key their
-/// hint names or left out, entries with another mistake left out.
-fn salvage(value: &Value, findings: &Findings) -> Entries {
+/// hint names or left out, entries with another mistake left out. Also says
+/// whether the file, so read, declares any entry (`tool:` read as `tools:`).
+fn salvage(value: &Value, findings: &Findings) -> (Entries, bool) {
     let mut value = value.clone();
     let mut broken_entries: HashSet<(String, String)> = HashSet::new();
     let mut broken_sections: HashSet<String> = HashSet::new();
@@ -315,7 +316,7 @@ fn salvage(value: &Value, findings: &Findings) -> Entries {
         || entries.resource_templates.len() < declared("resourceTemplates")
         || broken_sections.contains("resources")
         || broken_sections.contains("resourceTemplates");
-    entries
+    (entries, declares_entries(&value))
 }
 
 fn read<T: DeserializeOwned>(value: &Value) -> Option<T> {
@@ -699,6 +700,10 @@ mod tests {
             checked.entries.tools.iter().map(|(idx, t)| (*idx, t.name.as_str(), t.description.as_deref())).collect();
         assert_eq!(tools, [(0, "a", Some("A.")), (3, "d", None)]);
         assert!(checked.entries.dropped.database("db"));
+        // A misspelt list is read as the list meant: the file declares something.
+        let parsed = parse_file(Path::new("c.yaml"), "tool:\n  - { name: a, run: { text: a } }\n", &|_| None).unwrap();
+        let checked = check_file(&parsed);
+        assert!(checked.declares && checked.entries.tools.len() == 1, "{checked:?}");
         assert!(!checked.entries.dropped.database("other"));
         assert!(checked.declares);
     }
