@@ -30,12 +30,17 @@ pub fn lint(text: &str, value: &Value, positions: &Positions, diagnostics: &mut 
 struct Lines<'a> {
     text: &'a str,
     starts: Vec<usize>,
+    ascii: bool,
+    /// The last place found, as (line, column, byte offset in its line):
+    /// values are looked up in file order, so finding the next one on a long
+    /// line walks on from there instead of from the line's start.
+    cursor: std::cell::Cell<(usize, usize, usize)>,
 }
 
 impl<'a> Lines<'a> {
     fn new(text: &'a str) -> Lines<'a> {
         let starts = std::iter::once(0).chain(text.match_indices('\n').map(|(idx, _)| idx + 1)).collect();
-        Lines { text, starts }
+        Lines { text, starts, ascii: text.is_ascii(), cursor: std::cell::Cell::new((0, 1, 0)) }
     }
 
     /// The rest of line `line` from character `column` (both 1-based).
@@ -43,7 +48,18 @@ impl<'a> Lines<'a> {
         let start = *self.starts.get(line.checked_sub(1)?)?;
         let end = self.starts.get(line).map_or(self.text.len(), |next| next - 1);
         let whole = self.text.get(start..end)?.trim_end_matches('\r');
-        let offset = whole.char_indices().nth(column.checked_sub(1)?).map_or(whole.len(), |(idx, _)| idx);
+        let offset = if self.ascii {
+            column.checked_sub(1)?.min(whole.len())
+        } else {
+            let (at_line, at_column, at_byte) = self.cursor.get();
+            let (from_column, from_byte) =
+                if at_line == line && at_column <= column { (at_column, at_byte) } else { (1, 0) };
+            let skip = column.checked_sub(from_column)?;
+            let offset =
+                whole.get(from_byte..)?.char_indices().nth(skip).map_or(whole.len(), |(idx, _)| from_byte + idx);
+            self.cursor.set((line, column, offset));
+            offset
+        };
         whole.get(offset..)
     }
 }
@@ -130,12 +146,13 @@ impl Walk<'_, '_> {
         if written.starts_with(['"', '\'', '|', '>', '[', '{', '$']) || !written.starts_with(text) {
             return;
         }
+        // Only spaces may come between the value and the `#` (looked at
+        // without scanning the rest of a long line).
         let after = &written[text.len()..];
-        let Some(hash) = after.find('#') else { return };
+        let spaced = after.trim_start_matches([' ', '\t']);
+        let Some(comment) = spaced.strip_prefix('#').filter(|_| spaced.len() < after.len()) else { return };
         // `# like this` is how people write comments; `#12` or `#general` is part of the text.
-        let comment = &after[hash + 1..];
-        let is_space_then_hash = after[..hash].chars().all(|c| c == ' ' || c == '\t') && hash > 0;
-        if !is_space_then_hash || comment.is_empty() || comment.starts_with([' ', '\t']) {
+        if comment.is_empty() || comment.starts_with([' ', '\t']) {
             return;
         }
         let whole = written.trim_end().trim_end_matches([',', '}', ']']).trim_end();
@@ -218,6 +235,11 @@ mod tests {
         assert_eq!(found[0].hint.as_deref(), Some("quote the whole value: description: \"Cancels order #12 for you\""));
         assert_eq!((found[0].location.line, found[0].location.column, found[0].location.width), (3, 18, 25));
         assert_eq!(found[1].hint.as_deref(), Some("quote the whole value: text: \"Done #sorry\""));
+        // Columns count characters: found after other non-ASCII values on the same line too.
+        let found = warnings("tools:\n  - { name: é, title: café #1 à emporter\n      , run: { text: x } }\n");
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!((found[0].location.line, found[0].location.column), (2, 23));
+        assert_eq!(found[0].hint.as_deref(), Some("quote the whole value: title: \"café #1 à emporter\""));
         // A comment written as one, quoted values, `#` inside a word, other keys: fine.
         for text in [
             "tools:\n  - name: a # the first\n    description: Lists orders # TODO say more\n",
