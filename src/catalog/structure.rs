@@ -605,6 +605,22 @@ pub fn describe(root: &Value, pointer: &str) -> String {
     if rest.is_empty() { owner } else { format!("{} of {owner}", readable_path(rest)) }
 }
 
+/// Names the place of a template of the catalog for a person: an inline
+/// template is named `tool get_quote:/run/steps/0/log/data` inside carte,
+/// and shown as "`log.data` of step #1 of `run` of tool `get_quote`"; a file
+/// of the templates folder keeps its name.
+pub fn template_place(name: &str) -> String {
+    let Some((owner, pointer)) = name.rsplit_once(":/") else { return name.to_owned() };
+    let Some((kind, id)) = ["resource template ", "tool ", "prompt ", "resource "]
+        .iter()
+        .find_map(|kind| owner.strip_prefix(kind).map(|id| (kind.trim_end(), id)))
+    else {
+        return name.to_owned();
+    };
+    let segments: Vec<String> = pointer.split('/').map(str::to_owned).collect();
+    format!("{} of {kind} `{id}`", readable_path(&segments))
+}
+
 /// `["messages", "0", "role"]` → "`role` of message #1",
 /// `["complete", "product", "2"]` → "item #3 of `complete.product`": list
 /// indexes are counted from one and named after their list.
@@ -737,6 +753,14 @@ mod tests {
             found[0].message,
             "item #3 of `complete.a` of resource template `x://{a}` should be text, found the number `3`"
         );
+    }
+
+    #[test]
+    fn template_names_read_as_places() {
+        assert_eq!(template_place("tool a:/run/steps/0/log/data"), "`log.data` of step #1 of `run` of tool `a`");
+        assert_eq!(template_place("prompt p:/messages/1/text"), "`text` of message #2 of prompt `p`");
+        assert_eq!(template_place("resource template x://a/{b}:/text"), "`text` of resource template `x://a/{b}`");
+        assert_eq!(template_place("bookings.j2"), "bookings.j2");
     }
 
     #[test]
