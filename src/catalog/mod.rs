@@ -651,6 +651,18 @@ mod tests {
     }
 
     #[test]
+    fn an_entry_left_out_for_a_mistake_is_not_blamed_again() {
+        let folder = Folder::new("left-out");
+        let root = folder.write(
+            "catalog.yaml",
+            "databases:\n  db: { url: 5 }\ntools:\n  - { name: q, description: Q., run: { sql: { database: db, statement: SELECT 1 } } }\nresources:\n  - { uri: \"x://menu\", name: menu, text: [oops] }\nprompts:\n  - { name: p, description: P., messages: [{ role: user, resource: \"x://menu\" }] }\n",
+        );
+        let loaded = load_with(&root, &|_| None, None);
+        let codes: Vec<&str> = loaded.diagnostics.iter().map(|d| d.code).collect();
+        assert_eq!(codes, ["wrong-type", "wrong-type"], "{:?}", loaded.diagnostics);
+    }
+
+    #[test]
     fn any_change_since_reading_is_noticed() {
         let folder = Folder::new("changed");
         let path = folder.write("a.txt", "one");
