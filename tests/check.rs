@@ -242,6 +242,11 @@ fn fixtures_cover_every_diagnostic_code() {
         "wrong-type",
         "yaml-syntax",
         "yaml-aliases",
+        "empty-catalog",
+        "not-a-catalog",
+        "schema-required",
+        "yaml-boolean",
+        "cut-by-comment",
     ];
     let mut seen = BTreeSet::new();
     for fixture in fixtures() {

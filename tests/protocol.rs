@@ -224,7 +224,10 @@ fn long_lists_are_paginated_with_opaque_cursors() {
 #[test]
 fn methods_removed_in_2026_07_28_are_not_found_for_its_clients() {
     let dir = TempDir::new("removed-2026");
-    let path = dir.write("catalog.yaml", "server: { name: small, version: 1.0.0 }\ntools: []\n");
+    let path = dir.write(
+        "catalog.yaml",
+        "server: { name: small, version: 1.0.0 }\ntools:\n  - { name: a, description: A., run: { text: a } }\n",
+    );
     let mut server = Server::start(&path, &[]);
     server.result("server/discover", json!({"_meta": meta_2026(json!({}))}));
     for method in ["logging/setLevel", "resources/subscribe", "resources/unsubscribe"] {

@@ -402,3 +402,23 @@ fn a_save_during_the_start_up_load_is_reloaded() {
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+#[test]
+fn a_save_that_declares_nothing_keeps_the_old_catalog() {
+    let dir = TempDir::new("reload-nothing");
+    let path = dir.write("catalog.yaml", &tools_catalog(&["a"]));
+    let mut server = serve(&path);
+    for (saved, what) in [("# everything commented out\n", "comments only"), ("server: { name: live }\n", "no entries")]
+    {
+        std::fs::write(&path, saved).unwrap();
+        let (before, report) = server.wait_reload();
+        assert!(methods(&before).is_empty(), "{what}: announced {before:?}");
+        assert_eq!(report["params"]["level"], "error", "{what}: {report}");
+        let message = report["params"]["data"].as_str().unwrap();
+        assert!(message.contains("declares nothing") && message.contains("still serving generation 1"), "{message}");
+        assert_eq!(text(&server.result("tools/call", json!({"name": "a"}))), "a ran", "{what}");
+    }
+    std::fs::write(&path, tools_catalog(&["b"])).unwrap();
+    server.wait_good_reload();
+    assert_eq!(tool_names(&mut server), ["b"]);
+}

@@ -8,11 +8,9 @@ use std::path::{Path, PathBuf};
 use indexmap::IndexMap;
 use serde_json::{Map, Value};
 
-use crate::catalog::model::{
-    CatalogFile, DatabaseSpec, PromptSpec, ResourceSpec, ResourceTemplateSpec, ServerSpec, ToolSpec,
-};
+use crate::catalog::model::{DatabaseSpec, PromptSpec, ResourceSpec, ResourceTemplateSpec, ServerSpec, ToolSpec};
 use crate::catalog::source::{ParsedFile, Positions, escape_pointer, parse_file};
-use crate::catalog::structure::check_file;
+use crate::catalog::structure::{Dropped, Entries, check_file};
 use crate::diag::{Diagnostic, Location};
 
 /// Where a declaration was written: which file, and its JSON pointer there.
@@ -62,6 +60,8 @@ pub struct Assembled {
     pub includes: Vec<super::IncludePattern>,
     /// What each file held when it was read.
     pub contents: Vec<(PathBuf, super::Fingerprint)>,
+    /// Declarations left out for their structural mistakes.
+    pub dropped: Dropped,
 }
 
 impl Assembled {
@@ -93,6 +93,8 @@ pub fn assemble(
     let mut data_origin: IndexMap<String, Origin> = IndexMap::new();
     let mut queue = vec![(root.to_path_buf(), None::<Location>)];
     let mut first = true;
+    // Whether any file declares an entry, or could not be read (and might).
+    let mut declares = false;
     while let Some((path, included_from)) = queue.pop() {
         let canonical = std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone());
         if !seen.insert(canonical) {
@@ -113,6 +115,7 @@ pub fn assemble(
                 if first {
                     return None;
                 }
+                declares = true;
                 continue;
             }
         };
@@ -123,27 +126,22 @@ pub fn assemble(
                 diagnostics.extend(problems);
                 assembled.files.push(Positions::empty(&path));
                 first = false;
+                declares = true;
                 continue;
             }
         };
+        // A file with structural mistakes is still merged, without the
+        // entries that have them, so later stages check the rest.
+        super::lint::lint(&text, &parsed.value, &parsed.positions, diagnostics);
         let checked = check_file(&parsed);
-        // The positions move into `assembled`; the JSON value is dropped once
-        // its includes are known (the checked model holds what is needed).
+        diagnostics.extend(checked.problems);
+        declares |= checked.declares;
         let ParsedFile { value, positions } = parsed;
+        let include_is_string = value.get("include").is_some_and(Value::is_string);
+        drop(value);
         assembled.files.push(positions);
         let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
-        let include_is_string = value.get("include").is_some_and(Value::is_string);
-        let includes = match checked {
-            Ok(file) => {
-                drop(value);
-                merge(&mut assembled, &mut data_origin, file_idx, file, first, diagnostics)
-            }
-            Err(problems) => {
-                diagnostics.extend(problems);
-                // Still read the includes, so their problems are reported in this run too.
-                raw_includes(&value)
-            }
-        };
+        let includes = merge(&mut assembled, &mut data_origin, file_idx, checked.entries, first, diagnostics);
         // Includes are read after this file, in the order written.
         let mut found = Vec::new();
         for (idx, pattern) in includes.iter().enumerate() {
@@ -153,24 +151,27 @@ pub fn assemble(
                 format!("/include/{idx}")
             };
             let location = assembled.files[file_idx].locate(&pointer);
-            found.extend(expand_include(&base, pattern, &location, &mut assembled.includes, diagnostics));
+            match expand_include(&base, pattern, &location, &mut assembled.includes, diagnostics) {
+                Some(paths) => found.extend(paths),
+                None => declares = true, // what it meant to include may declare something
+            }
         }
         for include in found.into_iter().rev() {
             queue.push(include);
         }
         first = false;
     }
-    Some(assembled)
-}
-
-/// The include patterns of a file that failed its structural check, where
-/// they are still readable.
-fn raw_includes(value: &Value) -> Vec<String> {
-    match value.get("include") {
-        Some(Value::String(one)) => vec![one.clone()],
-        Some(Value::Array(many)) => many.iter().filter_map(Value::as_str).map(str::to_owned).collect(),
-        _ => Vec::new(),
+    if !declares {
+        diagnostics.push(
+            Diagnostic::error(
+                "empty-catalog",
+                Location::file_start(root),
+                "this catalog declares nothing: no tool, prompt, resource or resource template",
+            )
+            .with_hint("add `tools:`, `prompts:` or `resources:`, e.g. `tools: [{ name: hello, description: Says hello., run: { text: Hello! } }]`"),
+        );
     }
+    Some(assembled)
 }
 
 /// Why a file could not be read, in a few plain words.
@@ -188,7 +189,7 @@ fn expand_include(
     location: &Location,
     includes: &mut Vec<super::IncludePattern>,
     diagnostics: &mut Vec<Diagnostic>,
-) -> Vec<(PathBuf, Option<Location>)> {
+) -> Option<Vec<(PathBuf, Option<Location>)>> {
     let full = if Path::new(pattern).is_absolute() { PathBuf::from(pattern) } else { base.join(pattern) };
     let is_glob = pattern.contains(['*', '?', '[']);
     // Watch the deepest folder without glob characters: new matches appear there.
@@ -202,7 +203,7 @@ fn expand_include(
         includes.push(include);
     }
     if !is_glob {
-        return vec![(full, Some(location.clone()))];
+        return Some(vec![(full, Some(location.clone()))]);
     }
     let paths = match glob::glob(&full.to_string_lossy()) {
         Ok(paths) => paths,
@@ -215,7 +216,7 @@ fn expand_include(
                 )
                 .with_hint("use `*` for any name and `**` for any folder depth, e.g. `tools/*.yaml`"),
             );
-            return Vec::new();
+            return None;
         }
     };
     let matched: Vec<_> =
@@ -229,7 +230,7 @@ fn expand_include(
                 )),
         );
     }
-    matched
+    Some(matched)
 }
 
 /// Adds one file's declarations; returns its include patterns.
@@ -237,10 +238,11 @@ fn merge(
     assembled: &mut Assembled,
     data_origin: &mut IndexMap<String, Origin>,
     file_idx: usize,
-    file: CatalogFile,
+    file: Entries,
     is_root: bool,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Vec<String> {
+    assembled.dropped.merge(file.dropped);
     if let Some(server) = file.server {
         let origin = Origin::new(file_idx, "/server");
         if is_root {
@@ -256,7 +258,7 @@ fn merge(
             );
         }
     }
-    for (key, value) in file.data.unwrap_or_default() {
+    for (key, value) in file.data {
         let origin = Origin::new(file_idx, format!("/data/{}", escape_pointer(&key)));
         if let Some(previous) = data_origin.get(&key) {
             diagnostics.push(
@@ -273,7 +275,7 @@ fn merge(
         data_origin.insert(key.clone(), origin);
         assembled.data.insert(key, value);
     }
-    for (name, spec) in file.databases.unwrap_or_default() {
+    for (name, spec) in file.databases {
         let origin = Origin::new(file_idx, format!("/databases/{}", escape_pointer(&name)));
         if let Some(previous) = assembled.databases.get(&name) {
             diagnostics.push(
@@ -288,23 +290,21 @@ fn merge(
         }
         assembled.databases.insert(name, Declared { origin, spec });
     }
-    let tools = file.tools.unwrap_or_default();
-    assembled.tools.reserve(tools.len());
-    for (idx, spec) in tools.into_iter().enumerate() {
+    assembled.tools.reserve(file.tools.len());
+    for (idx, spec) in file.tools {
         assembled.tools.push(Declared { origin: Origin::new(file_idx, format!("/tools/{idx}")), spec });
     }
-    let prompts = file.prompts.unwrap_or_default();
-    assembled.prompts.reserve(prompts.len());
-    for (idx, spec) in prompts.into_iter().enumerate() {
+    assembled.prompts.reserve(file.prompts.len());
+    for (idx, spec) in file.prompts {
         assembled.prompts.push(Declared { origin: Origin::new(file_idx, format!("/prompts/{idx}")), spec });
     }
-    for (idx, spec) in file.resources.unwrap_or_default().into_iter().enumerate() {
+    for (idx, spec) in file.resources {
         assembled.resources.push(Declared { origin: Origin::new(file_idx, format!("/resources/{idx}")), spec });
     }
-    for (idx, spec) in file.resource_templates.unwrap_or_default().into_iter().enumerate() {
+    for (idx, spec) in file.resource_templates {
         assembled
             .resource_templates
             .push(Declared { origin: Origin::new(file_idx, format!("/resourceTemplates/{idx}")), spec });
     }
-    file.include.map(|i| i.patterns().into_iter().map(str::to_owned).collect()).unwrap_or_default()
+    file.include
 }

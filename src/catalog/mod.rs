@@ -3,7 +3,8 @@
 //! Loading runs in stages, each reporting every problem it finds before the
 //! next one starts:
 //! 1. [`source`]: read each file (YAML → JSON, `${VAR}` expanded, positions kept);
-//! 2. [`structure`]: check each file against the format's schema ([`model`]);
+//! 2. [`structure`]: check each file against the format's schema ([`model`]),
+//!    and `lint` what YAML reads differently from what was meant (`no`, ` #`);
 //! 3. [`assemble`]: follow `include:` globs and merge the files;
 //! 4. [`build`]: semantic checks (names, duplicates, JSON Schemas, templates
 //!    and their variables, resources, SQL) while building the runtime form.
@@ -19,6 +20,7 @@ pub mod structure;
 
 mod assemble;
 mod build;
+mod lint;
 
 pub(crate) use build::millis_of;
 
@@ -367,9 +369,7 @@ impl Catalog {
                         location.clone(),
                         format!("setup of database `{name}` failed: {}", failure.message),
                     );
-                    diagnostic.hint = Some(
-                        "setup statements run in one transaction when the catalog is accepted, so they must be idempotent (CREATE TABLE IF NOT EXISTS …)".to_owned(),
-                    );
+                    diagnostic.hint = Some(build::setup_hint(&failure.message));
                     diagnostic
                 }
                 None => Diagnostic::error(
@@ -549,12 +549,9 @@ pub fn load_with(path: &Path, env: &dyn Fn(&str) -> Option<String>, previous: Op
         inputs.includes = assembled.includes.clone();
         inputs.contents = assembled.contents.clone();
     }
-    let catalog = match assembled {
-        Some(assembled) if !crate::diag::has_errors(&diagnostics) => {
-            build::build(assembled, &mut diagnostics, &mut inputs, previous)
-        }
-        _ => None,
-    };
+    // The semantic stage runs even after mistakes in the files: on what
+    // could be read, so one run reports everything.
+    let catalog = assembled.and_then(|assembled| build::build(assembled, &mut diagnostics, &mut inputs, previous));
     let catalog = if crate::diag::has_errors(&diagnostics) { None } else { catalog };
     diagnostics.sort_by(|a, b| {
         (&a.location.file, a.location.line, a.location.column).cmp(&(
@@ -619,6 +616,63 @@ mod tests {
         }
         assert_eq!(loaded.inputs.changed(), None);
         assert_eq!(loaded.inputs.len_read(&notes), Some("some notes".len() as u64));
+    }
+
+    #[test]
+    fn a_catalog_that_declares_nothing_is_an_error() {
+        let folder = Folder::new("empty");
+        for text in ["", "# only a comment\n", "---\n", "server: { name: b }\n", "tools: []\nprompts:\n"] {
+            let root = folder.write("catalog.yaml", text);
+            let loaded = load_with(&root, &|_| None, None);
+            assert!(loaded.catalog.is_none(), "{text:?} was accepted");
+            let codes: Vec<(&str, usize, usize)> =
+                loaded.diagnostics.iter().map(|d| (d.code, d.location.line, d.location.column)).collect();
+            assert_eq!(codes, [("empty-catalog", 1, 1)], "{text:?}");
+        }
+        // Entries in an included file count, and so does an entry with a mistake.
+        folder.write("more.yaml", "resources:\n  - { uri: \"x://a\", name: a, text: a }\n");
+        let root = folder.write("catalog.yaml", "include: more.yaml\n");
+        assert!(load_with(&root, &|_| None, None).catalog.is_some());
+        let root = folder.write("catalog.yaml", "tools:\n  - { name: a }\n");
+        let loaded = load_with(&root, &|_| None, None);
+        assert!(loaded.diagnostics.iter().all(|d| d.code != "empty-catalog"), "{:?}", loaded.diagnostics);
+    }
+
+    #[test]
+    fn required_names_a_declared_property_at_every_level() {
+        let folder = Folder::new("required");
+        let tool = |schema: &str| {
+            format!(
+                "tools:\n  - name: t\n    description: T.\n    inputSchema: {schema}\n    run: {{ text: \"{{{{ arguments }}}}\" }}\n"
+            )
+        };
+        let cases = [
+            ("{ type: object, properties: { a: { type: object, properties: { b: {} }, required: [c] } } }", 1),
+            ("{ type: object, properties: { a: { type: array, items: { type: object, required: [x] } } } }", 1),
+            ("{ type: object, properties: { a: {} }, required: [a] }", 0),
+            // Other keywords may declare it: left alone.
+            ("{ type: object, allOf: [{ properties: { a: {} } }], required: [a] }", 0),
+            ("{ type: object, additionalProperties: { type: string }, required: [a] }", 0),
+        ];
+        for (schema, errors) in cases {
+            let root = folder.write("catalog.yaml", &tool(schema));
+            let loaded = load_with(&root, &|_| None, None);
+            let found = loaded.diagnostics.iter().filter(|d| d.code == "schema-required").count();
+            assert_eq!(found, errors, "{schema}: {:?}", loaded.diagnostics);
+            assert_eq!(loaded.catalog.is_some(), errors == 0, "{schema}: {:?}", loaded.diagnostics);
+        }
+    }
+
+    #[test]
+    fn an_entry_left_out_for_a_mistake_is_not_blamed_again() {
+        let folder = Folder::new("left-out");
+        let root = folder.write(
+            "catalog.yaml",
+            "databases:\n  db: { url: 5 }\ntools:\n  - { name: q, description: Q., run: { sql: { database: db, statement: SELECT 1 } } }\nresources:\n  - { uri: \"x://menu\", name: menu, text: [oops] }\nprompts:\n  - { name: p, description: P., messages: [{ role: user, resource: \"x://menu\" }] }\n",
+        );
+        let loaded = load_with(&root, &|_| None, None);
+        let codes: Vec<&str> = loaded.diagnostics.iter().map(|d| d.code).collect();
+        assert_eq!(codes, ["wrong-type", "wrong-type"], "{:?}", loaded.diagnostics);
     }
 
     #[test]

@@ -5,12 +5,23 @@
 //! [`CatalogFile`] (the same one `carte schema` prints). This module runs it
 //! over a parsed file with `jsonschema` and turns each violation into a
 //! diagnostic a person can act on (`did you mean description?`).
+//!
+//! A file with mistakes is still read as far as it can be ([`Entries`]), so
+//! that the semantic checks run on the rest in the same `carte check`: an
+//! unknown key is read as the key its hint names (`descripton` as
+//! `description`), and an entry (a tool, a prompt, a database, …) with any
+//! other mistake is left out, so nothing is reported twice about it.
 
+use std::collections::HashSet;
 use std::sync::LazyLock;
 
-use serde_json::Value;
+use indexmap::IndexMap;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
 
-use crate::catalog::model::CatalogFile;
+use crate::catalog::model::{
+    CatalogFile, DatabaseSpec, Includes, PromptSpec, ResourceSpec, ResourceTemplateSpec, ServerSpec, ToolSpec,
+};
 use crate::catalog::source::{ParsedFile, Positions, escape_pointer};
 use crate::diag::{Diagnostic, did_you_mean};
 
@@ -47,28 +58,267 @@ const CAMEL_CASE: &[(&str, &str)] = &[
 /// Runners that the catalog format names but this version does not provide.
 const FUTURE_RUNNERS: &[&str] = &["command", "http"];
 
-/// Checks one parsed file against the catalog schema and, if it passes,
-/// reads it into the model. Every violation becomes one diagnostic.
-pub fn check_file(parsed: &ParsedFile) -> Result<CatalogFile, Vec<Diagnostic>> {
+/// The keys a catalog file may have at the top.
+const TOP_LEVEL: &[&str] =
+    &["server", "include", "data", "databases", "tools", "prompts", "resources", "resourceTemplates"];
+
+/// The lists whose entries are checked one by one (a mistake leaves out the entry).
+const LISTS: &[&str] = &["tools", "prompts", "resources", "resourceTemplates"];
+
+/// What the structural check read from one file.
+#[derive(Debug, Default)]
+pub struct Checked {
+    /// Everything that could be read (all of it when `problems` is empty).
+    pub entries: Entries,
+    /// The file's mistakes, one diagnostic each.
+    pub problems: Vec<Diagnostic>,
+    /// Whether the file declares a tool, prompt, resource or resource template
+    /// (read or left out), or was refused whole: false means it declares nothing.
+    pub declares: bool,
+}
+
+/// The declarations of one file, each list entry with its index in the file.
+#[derive(Debug, Default)]
+pub struct Entries {
+    /// `server:`.
+    pub server: Option<ServerSpec>,
+    /// `include:` patterns.
+    pub include: Vec<String>,
+    /// `data:`.
+    pub data: Map<String, Value>,
+    /// `databases:`.
+    pub databases: IndexMap<String, DatabaseSpec>,
+    /// `tools:`, with their indexes.
+    pub tools: Vec<(usize, ToolSpec)>,
+    /// `prompts:`, with their indexes.
+    pub prompts: Vec<(usize, PromptSpec)>,
+    /// `resources:`, with their indexes.
+    pub resources: Vec<(usize, ResourceSpec)>,
+    /// `resourceTemplates:`, with their indexes.
+    pub resource_templates: Vec<(usize, ResourceTemplateSpec)>,
+    /// What was left out for its mistakes.
+    pub dropped: Dropped,
+}
+
+/// Declarations left out for a structural mistake (already reported): what
+/// refers to them is not checked, so the mistake is not reported twice.
+#[derive(Debug, Default, Clone)]
+pub struct Dropped {
+    /// Databases by name.
+    pub databases: HashSet<String>,
+    /// Whether the whole `databases:` block was unreadable.
+    pub all_databases: bool,
+    /// Whether any resource or resource template was left out.
+    pub resources: bool,
+}
+
+impl Dropped {
+    /// Adds what `other` left out.
+    pub fn merge(&mut self, other: Dropped) {
+        self.databases.extend(other.databases);
+        self.all_databases |= other.all_databases;
+        self.resources |= other.resources;
+    }
+
+    /// Whether the database `name` may have been declared but left out.
+    pub fn database(&self, name: &str) -> bool {
+        self.all_databases || self.databases.contains(name)
+    }
+}
+
+impl Entries {
+    fn of(file: CatalogFile) -> Entries {
+        Entries {
+            server: file.server,
+            include: file.include.map(|i| i.patterns().into_iter().map(str::to_owned).collect()).unwrap_or_default(),
+            data: file.data.unwrap_or_default(),
+            databases: file.databases.unwrap_or_default(),
+            tools: file.tools.unwrap_or_default().into_iter().enumerate().collect(),
+            prompts: file.prompts.unwrap_or_default().into_iter().enumerate().collect(),
+            resources: file.resources.unwrap_or_default().into_iter().enumerate().collect(),
+            resource_templates: file.resource_templates.unwrap_or_default().into_iter().enumerate().collect(),
+            dropped: Dropped::default(),
+        }
+    }
+}
+
+/// What [`explain`] found, besides the diagnostics: how to read the rest.
+#[derive(Default)]
+struct Findings {
+    problems: Vec<Diagnostic>,
+    /// Unknown keys: the pointer of their mapping, the key, and the key to
+    /// read it as (None: leave it out).
+    unknown: Vec<(String, String, Option<String>)>,
+    /// Pointers of values with any other mistake.
+    broken: Vec<String>,
+}
+
+/// Checks one parsed file against the catalog schema and reads what it can.
+/// Every violation becomes one diagnostic.
+pub fn check_file(parsed: &ParsedFile) -> Checked {
+    let declares = declares_entries(&parsed.value);
     // The schema is derived from the model, so a file the model reads is one
     // the schema accepts: the schema (slow to build, at start-up) is only
     // needed to explain a file the model refuses.
     let read = <CatalogFile as serde::Deserialize>::deserialize(&parsed.value);
     if let Ok(file) = read {
-        return Ok(file);
+        return Checked { entries: Entries::of(file), problems: Vec::new(), declares };
+    }
+    if let Some(problem) = not_a_catalog(&parsed.value, &parsed.positions) {
+        return Checked { entries: Entries::default(), problems: vec![problem], declares: true };
     }
     let compiled = &*COMPILED;
-    let mut problems = Vec::new();
+    let mut findings = Findings::default();
     if let Some(validator) = compiled.validator.as_ref().filter(|v| !v.is_valid(&parsed.value)) {
         for error in validator.iter_errors(&parsed.value) {
-            explain(&compiled.schema, &parsed.value, &parsed.positions, &error, &mut problems);
+            explain(&compiled.schema, &parsed.value, &parsed.positions, &error, &mut findings);
         }
     }
-    if !problems.is_empty() {
-        return Err(problems);
+    if findings.problems.is_empty() {
+        let problem = match <CatalogFile as serde::Deserialize>::deserialize(&parsed.value) {
+            Ok(file) => return Checked { entries: Entries::of(file), problems: Vec::new(), declares },
+            Err(err) => Diagnostic::error("invalid-catalog", parsed.positions.locate(""), err.to_string()),
+        };
+        return Checked { entries: Entries::default(), problems: vec![problem], declares: true };
     }
-    <CatalogFile as serde::Deserialize>::deserialize(&parsed.value)
-        .map_err(|err| vec![Diagnostic::error("invalid-catalog", parsed.positions.locate(""), err.to_string())])
+    let (entries, declares_when_read) = salvage(&parsed.value, &findings);
+    Checked { entries, problems: findings.problems, declares: declares || declares_when_read }
+}
+
+/// Whether a file lists any tool, prompt, resource or resource template,
+/// however well.
+fn declares_entries(value: &Value) -> bool {
+    LISTS.iter().any(|key| match value.get(*key) {
+        None | Some(Value::Null) => false,
+        Some(Value::Array(items)) => !items.is_empty(),
+        Some(Value::Object(map)) => !map.is_empty(),
+        Some(_) => true,
+    })
+}
+
+/// One diagnostic for a file none of whose top-level keys is (or is close to)
+/// a catalog key, such as a `package.json`, instead of one per key.
+fn not_a_catalog(value: &Value, positions: &Positions) -> Option<Diagnostic> {
+    let map = value.as_object()?;
+    let foreign = |key: &str| {
+        !TOP_LEVEL.contains(&key)
+            && !CAMEL_CASE.iter().any(|(snake, _)| *snake == key)
+            && did_you_mean(key, TOP_LEVEL.iter().copied()).is_none()
+    };
+    if map.len() < 2 || !map.keys().all(|key| foreign(key)) {
+        return None;
+    }
+    let keys: Vec<String> = map.keys().take(3).map(|key| format!("`{key}`")).collect();
+    let more = if map.len() > 3 { ", …" } else { "" };
+    Some(
+        Diagnostic::error(
+            "not-a-catalog",
+            crate::diag::Location::file_start(&positions.file),
+            format!("this does not look like a carte catalog: none of its keys ({}{more}) is a catalog key", keys.join(", ")),
+        )
+        .with_hint("a carte catalog starts with keys such as `server:`, `tools:`, `prompts:` and `resources:`; is this the file you meant to check?"),
+    )
+}
+
+/// The entry a pointer is inside, as (list or `databases`, index or name),
+/// or None outside of any entry (`server`, `data`, the top level).
+fn entry_of(pointer: &str) -> Option<(String, String)> {
+    let mut segments = pointer.split('/').skip(1).map(|s| s.replace("~1", "/").replace("~0", "~"));
+    let section = segments.next()?;
+    let item = segments.next()?;
+    (LISTS.contains(&section.as_str()) || section == "databases").then_some((section, item))
+}
+
+/// Reads what `findings` leave of a file: unknown keys read as the key their
+/// hint names or left out, entries with another mistake left out. Also says
+/// whether the file, so read, declares any entry (`tool:` read as `tools:`).
+fn salvage(value: &Value, findings: &Findings) -> (Entries, bool) {
+    let mut value = value.clone();
+    let mut broken_entries: HashSet<(String, String)> = HashSet::new();
+    let mut broken_sections: HashSet<String> = HashSet::new();
+    let mut break_at = |pointer: &str| match entry_of(pointer) {
+        Some(entry) => {
+            broken_entries.insert(entry);
+        }
+        None => {
+            let section = pointer.split('/').nth(1).unwrap_or_default().replace("~1", "/").replace("~0", "~");
+            broken_sections.insert(section);
+        }
+    };
+    for pointer in &findings.broken {
+        break_at(pointer);
+    }
+    for (parent, key, rename) in &findings.unknown {
+        let Some(Value::Object(map)) = value.pointer_mut(parent) else { continue };
+        let Some(item) = map.remove(key) else { continue };
+        match rename {
+            Some(to) if !map.contains_key(to) => {
+                map.insert(to.clone(), item);
+            }
+            Some(_) => {}
+            // A key nobody can guess the meaning of: checking its entry
+            // without it could blame the entry for what the key meant to say.
+            None if !parent.is_empty() => break_at(&format!("{parent}/{}", escape_pointer(key))),
+            None => {}
+        }
+    }
+    let mut entries = Entries::default();
+    let readable = |section: &str| !broken_sections.contains(section);
+    if readable("server") {
+        entries.server = value.get("server").and_then(read);
+    }
+    if readable("include") {
+        entries.include = value
+            .get("include")
+            .and_then(read::<Includes>)
+            .map(|i| i.patterns().into_iter().map(str::to_owned).collect())
+            .unwrap_or_default();
+    }
+    if readable("data") {
+        entries.data = value.get("data").and_then(read).unwrap_or_default();
+    }
+    match value.get("databases") {
+        Some(Value::Object(map)) if readable("databases") => {
+            for (name, spec) in map {
+                let spec = (!broken_entries.contains(&("databases".to_owned(), name.clone()))).then(|| read(spec));
+                match spec.flatten() {
+                    Some(spec) => {
+                        entries.databases.insert(name.clone(), spec);
+                    }
+                    None => {
+                        entries.dropped.databases.insert(name.clone());
+                    }
+                }
+            }
+        }
+        None | Some(Value::Null) => {}
+        Some(_) => entries.dropped.all_databases = true,
+    }
+    let list = |key: &str| -> Vec<(usize, &Value)> {
+        match value.get(key) {
+            Some(Value::Array(items)) if readable(key) => items
+                .iter()
+                .enumerate()
+                .filter(|(idx, _)| !broken_entries.contains(&(key.to_owned(), idx.to_string())))
+                .collect(),
+            _ => Vec::new(),
+        }
+    };
+    entries.tools = list("tools").into_iter().filter_map(|(idx, item)| Some((idx, read(item)?))).collect();
+    entries.prompts = list("prompts").into_iter().filter_map(|(idx, item)| Some((idx, read(item)?))).collect();
+    entries.resources = list("resources").into_iter().filter_map(|(idx, item)| Some((idx, read(item)?))).collect();
+    entries.resource_templates =
+        list("resourceTemplates").into_iter().filter_map(|(idx, item)| Some((idx, read(item)?))).collect();
+    let declared = |key: &str| value.get(key).and_then(Value::as_array).map_or(0, Vec::len);
+    entries.dropped.resources = entries.resources.len() < declared("resources")
+        || entries.resource_templates.len() < declared("resourceTemplates")
+        || broken_sections.contains("resources")
+        || broken_sections.contains("resourceTemplates");
+    (entries, declares_entries(&value))
+}
+
+fn read<T: DeserializeOwned>(value: &Value) -> Option<T> {
+    T::deserialize(value).ok()
 }
 
 fn explain(
@@ -76,12 +326,15 @@ fn explain(
     root: &Value,
     positions: &Positions,
     error: &jsonschema::ValidationError<'_>,
-    problems: &mut Vec<Diagnostic>,
+    findings: &mut Findings,
 ) {
     use jsonschema::error::ValidationErrorKind as Kind;
     let pointer = error.instance_path().as_str().to_owned();
     let schema_path = error.schema_path().as_str().to_owned();
     let context = describe(root, &pointer);
+    // Whether this mistake leaves out the value at `pointer` (and its entry).
+    let mut breaks = true;
+    let problems = &mut findings.problems;
     match error.kind() {
         Kind::AdditionalProperties { unexpected } => {
             let allowed = allowed_keys(schema, &schema_path);
@@ -95,20 +348,25 @@ fn explain(
                 let camel = CAMEL_CASE
                     .iter()
                     .find(|(snake, camel)| *snake == key.as_str() && allowed.iter().any(|a| a == camel));
+                let mut meant = None;
                 let hint = if let Some((_, camel)) = camel {
+                    meant = Some((*camel).to_owned());
                     format!("MCP spells it `{camel}` (camelCase); carte keeps MCP's names")
                 } else if FUTURE_RUNNERS.contains(&key.as_str()) && allowed.iter().any(|a| a == "sql") {
                     format!(
                         "the `{key}` runner is not available in this version of carte; use `sql`, `text`, `template` or `content`"
                     )
                 } else if let Some(close) = did_you_mean(key, allowed.iter().map(String::as_str)) {
+                    meant = Some(close.to_owned());
                     format!("did you mean `{close}`?")
                 } else {
                     format!("allowed keys here: {}", allowed.join(", "))
                 };
                 diagnostic = diagnostic.with_hint(hint);
                 problems.push(diagnostic);
+                findings.unknown.push((pointer.clone(), key.clone(), meant));
             }
+            breaks = false;
         }
         Kind::Required { property } => {
             let key = property.as_str().unwrap_or_default();
@@ -116,7 +374,7 @@ fn explain(
             let snake_present =
                 CAMEL_CASE.iter().any(|(snake, camel)| *camel == key && error.instance().get(*snake).is_some());
             if snake_present {
-                return;
+                return; // the snake_case key is read as this one
             }
             problems.push(
                 Diagnostic::error(
@@ -137,6 +395,8 @@ fn explain(
             );
             if expected.starts_with("text") && matches!(found, Value::Number(_) | Value::Bool(_)) {
                 diagnostic = diagnostic.with_hint(format!("put it in quotes: \"{found}\""));
+            } else if let Some(hint) = boolean_hint(&expected, found) {
+                diagnostic = diagnostic.with_hint(hint);
             } else if expected.starts_with("a list") && found.is_object() {
                 diagnostic = diagnostic.with_hint("write each entry on its own line starting with `- `");
             }
@@ -187,8 +447,9 @@ fn explain(
                 ));
             } else if let Some(branch) = deeper {
                 for inner in branch {
-                    explain(schema, root, positions, inner, problems);
+                    explain(schema, root, positions, inner, findings);
                 }
+                breaks = false;
             } else {
                 let mut alternatives: Vec<String> = branches
                     .iter()
@@ -213,6 +474,25 @@ fn explain(
             problems.push(Diagnostic::error("invalid-value", positions.locate(&pointer), format!("{context}: {error}")))
         }
     }
+    if breaks {
+        findings.broken.push(pointer);
+    }
+}
+
+/// For text where true or false belongs: `yes` (YAML 1.1's true is text
+/// in YAML 1.2, which carte reads) or a quoted `"true"`.
+fn boolean_hint(expected: &str, found: &Value) -> Option<String> {
+    let text = found.as_str().filter(|_| expected == "true or false")?;
+    let meant = match text.to_ascii_lowercase().as_str() {
+        "yes" | "y" | "on" | "true" => "true",
+        "no" | "n" | "off" | "false" => "false",
+        _ => return None,
+    };
+    Some(if text == meant {
+        format!("write {meant} without quotes: in quotes it is text")
+    } else {
+        format!("write {meant}: carte reads YAML 1.2, where `{text}` is text, not {meant}")
+    })
 }
 
 fn required_hint(key: &str) -> String {
@@ -323,20 +603,43 @@ pub fn describe(root: &Value, pointer: &str) -> String {
     if rest.is_empty() { owner } else { format!("{} of {owner}", readable_path(rest)) }
 }
 
-/// `["messages", "0", "role"]` → "`role` of message #1": list indexes are
-/// counted from one and named after their list.
-fn readable_path(segments: &[String]) -> String {
+/// Names the place of a template of the catalog for a person: an inline
+/// template is named `tool get_quote:/run/steps/0/log/data` inside carte,
+/// and shown as "`log.data` of step #1 of `run` of tool `get_quote`"; a file
+/// of the templates folder keeps its name.
+pub fn template_place(name: &str) -> String {
+    let Some((owner, pointer)) = name.rsplit_once(":/") else { return name.to_owned() };
+    let Some((kind, id)) = ["resource template ", "tool ", "prompt ", "resource "]
+        .iter()
+        .find_map(|kind| owner.strip_prefix(kind).map(|id| (kind.trim_end(), id)))
+    else {
+        return name.to_owned();
+    };
+    let segments: Vec<String> = pointer.split('/').map(str::to_owned).collect();
+    format!("{} of {kind} `{id}`", readable_path(&segments))
+}
+
+/// `["messages", "0", "role"]` → "`role` of message #1",
+/// `["complete", "product", "2"]` → "item #3 of `complete.product`": list
+/// indexes are counted from one and named after their list.
+pub fn readable_path(segments: &[String]) -> String {
     let mut parts: Vec<String> = Vec::new();
     let mut keys: Vec<&str> = Vec::new();
     for segment in segments {
         match segment.parse::<usize>() {
             Ok(idx) if !keys.is_empty() => {
-                let list = keys.pop().unwrap_or_default();
-                if !keys.is_empty() {
-                    parts.push(format!("`{}`", keys.join(".")));
-                    keys.clear();
+                let list = keys.last().copied().unwrap_or_default();
+                match singular(list) {
+                    Some(noun) => {
+                        keys.pop();
+                        if !keys.is_empty() {
+                            parts.push(format!("`{}`", keys.join(".")));
+                        }
+                        parts.push(format!("{noun} #{}", idx + 1));
+                    }
+                    None => parts.push(format!("item #{} of `{}`", idx + 1, keys.join("."))),
                 }
-                parts.push(format!("{} #{}", singular(list), idx + 1));
+                keys.clear();
             }
             _ => keys.push(segment),
         }
@@ -348,19 +651,21 @@ fn readable_path(segments: &[String]) -> String {
     parts.join(" of ")
 }
 
-fn singular(list: &str) -> String {
-    match list {
-        "messages" => "message".to_owned(),
-        "arguments" => "argument".to_owned(),
-        "content" => "content block".to_owned(),
-        "setup" => "setup statement".to_owned(),
-        "include" => "include pattern".to_owned(),
-        "tools" => "tool".to_owned(),
-        "prompts" => "prompt".to_owned(),
-        "resources" => "resource".to_owned(),
-        "resourceTemplates" => "resource template".to_owned(),
-        other => format!("item of `{other}`"),
-    }
+/// What one entry of a list of carte's format is called.
+fn singular(list: &str) -> Option<&'static str> {
+    Some(match list {
+        "messages" => "message",
+        "arguments" => "argument",
+        "content" => "content block",
+        "setup" => "setup statement",
+        "include" => "include pattern",
+        "steps" => "step",
+        "tools" => "tool",
+        "prompts" => "prompt",
+        "resources" => "resource",
+        "resourceTemplates" => "resource template",
+        _ => return None,
+    })
 }
 
 #[cfg(test)]
@@ -372,7 +677,7 @@ mod tests {
 
     fn problems(text: &str) -> Vec<Diagnostic> {
         let parsed = parse_file(Path::new("c.yaml"), text, &|_| None).unwrap();
-        check_file(&parsed).err().unwrap_or_default()
+        check_file(&parsed).problems
     }
 
     #[test]
@@ -382,6 +687,78 @@ mod tests {
         assert_eq!(found[0].message, "unknown key `descripton` in tool `a`");
         assert_eq!(found[0].hint.as_deref(), Some("did you mean `description`?"));
         assert_eq!((found[0].location.line, found[0].location.column), (3, 5));
+    }
+
+    #[test]
+    fn a_file_of_another_kind_gets_one_message() {
+        let found = problems("{\"name\": \"web\", \"version\": \"1.0.0\", \"scripts\": {}}\n");
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].code, "not-a-catalog");
+        assert_eq!((found[0].location.line, found[0].location.column), (1, 1));
+        // A typo of a catalog key, or a single key, is still an unknown key.
+        for text in ["tool: []\nversion: 1\n", "version: 1\n", "tools: []\nname: x\nversion: 1\n"] {
+            let found = problems(text);
+            assert!(found.iter().all(|d| d.code == "unknown-key"), "{text}: {found:?}");
+        }
+    }
+
+    #[test]
+    fn what_has_no_mistake_is_still_read() {
+        let text = "tools:\n  - name: a\n    descripton: A.\n    run: { text: a }\n  - name: b\n    run: 5\n  - name: c\n    run: { text: c, bogus: 1 }\n  - name: d\n    run: { text: d }\ndatabases:\n  db: { url: 5 }\n";
+        let parsed = parse_file(Path::new("c.yaml"), text, &|_| None).unwrap();
+        let checked = check_file(&parsed);
+        assert_eq!(checked.problems.len(), 4, "{:?}", checked.problems);
+        // `descripton` is read as `description`; `b` (wrong type) and `c`
+        // (a key nobody can guess) are left out; `d` is read as written.
+        let tools: Vec<(usize, &str, Option<&str>)> =
+            checked.entries.tools.iter().map(|(idx, t)| (*idx, t.name.as_str(), t.description.as_deref())).collect();
+        assert_eq!(tools, [(0, "a", Some("A.")), (3, "d", None)]);
+        assert!(checked.entries.dropped.database("db"));
+        // A misspelt list is read as the list meant: the file declares something.
+        let parsed = parse_file(Path::new("c.yaml"), "tool:\n  - { name: a, run: { text: a } }\n", &|_| None).unwrap();
+        let checked = check_file(&parsed);
+        assert!(checked.declares && checked.entries.tools.len() == 1, "{checked:?}");
+        assert!(!checked.entries.dropped.database("other"));
+        assert!(checked.declares);
+    }
+
+    #[test]
+    fn yaml_1_1_booleans_get_a_hint() {
+        for (written, hint) in [
+            ("yes", "write true: carte reads YAML 1.2, where `yes` is text, not true"),
+            ("Off", "write false: carte reads YAML 1.2, where `Off` is text, not false"),
+            ("\"true\"", "write true without quotes: in quotes it is text"),
+        ] {
+            let found = problems(&format!(
+                "prompts:\n  - name: p\n    arguments: [{{ name: a, required: {written} }}]\n    messages: [{{ role: user, text: \"{{{{ a }}}}\" }}]\n"
+            ));
+            assert_eq!(found.len(), 1, "{found:?}");
+            assert_eq!(found[0].hint.as_deref(), Some(hint), "{written}");
+        }
+    }
+
+    #[test]
+    fn places_are_named_with_lists_counted_from_one() {
+        let path = |p: &str| readable_path(&p.split('/').map(str::to_owned).collect::<Vec<_>>());
+        assert_eq!(path("messages/0/role"), "`role` of message #1");
+        assert_eq!(path("complete/product/2"), "item #3 of `complete.product`");
+        assert_eq!(path("run/steps/1/log/level"), "`log.level` of step #2 of `run`");
+        assert_eq!(path("inputSchema/allOf/0/type"), "`type` of item #1 of `inputSchema.allOf`");
+        let found = problems(
+            "resourceTemplates:\n  - uriTemplate: \"x://{a}\"\n    name: t\n    text: x\n    complete: { a: [b, c, 3] }\n",
+        );
+        assert_eq!(
+            found[0].message,
+            "item #3 of `complete.a` of resource template `x://{a}` should be text, found the number `3`"
+        );
+    }
+
+    #[test]
+    fn template_names_read_as_places() {
+        assert_eq!(template_place("tool a:/run/steps/0/log/data"), "`log.data` of step #1 of `run` of tool `a`");
+        assert_eq!(template_place("prompt p:/messages/1/text"), "`text` of message #2 of prompt `p`");
+        assert_eq!(template_place("resource template x://a/{b}:/text"), "`text` of resource template `x://a/{b}`");
+        assert_eq!(template_place("bookings.j2"), "bookings.j2");
     }
 
     #[test]

@@ -445,6 +445,29 @@ impl Probe {
         }
         Ok(names)
     }
+
+    /// The tables and views of this database, and every column of them
+    /// (each name once), to suggest the name a statement meant.
+    pub fn names(&self) -> (Vec<String>, Vec<String>) {
+        let strings = |sql: &str, param: Option<&str>| -> Vec<String> {
+            let Ok(mut statement) = self.connection.prepare(sql) else { return Vec::new() };
+            let params: Vec<&dyn rusqlite::ToSql> = param.iter().map(|p| p as &dyn rusqlite::ToSql).collect();
+            statement
+                .query_map(params.as_slice(), |row| row.get::<_, String>(0))
+                .map(|rows| rows.filter_map(Result::ok).collect())
+                .unwrap_or_default()
+        };
+        let tables = strings("SELECT name FROM sqlite_schema WHERE type IN ('table', 'view') ORDER BY name", None);
+        let mut columns: Vec<String> = Vec::new();
+        for table in &tables {
+            for column in strings("SELECT name FROM pragma_table_info(?1)", Some(table)) {
+                if !columns.contains(&column) {
+                    columns.push(column);
+                }
+            }
+        }
+        (tables, columns)
+    }
 }
 
 /// One database of an accepted catalog and the `setup` it declares.
@@ -794,6 +817,20 @@ mod tests {
         drop(probe);
         assert!(files(&dir).is_empty());
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_probe_names_its_tables_and_their_columns() {
+        let db = Database::new(None).unwrap();
+        let mut probe = db.probe(DEFAULT_TIMEOUT).unwrap();
+        probe
+            .run_setup(
+                "CREATE TABLE orders (id INTEGER, product TEXT); CREATE VIEW big AS SELECT id, 1 AS size FROM orders",
+            )
+            .unwrap();
+        let (tables, columns) = probe.names();
+        assert_eq!(tables, ["big", "orders"]);
+        assert_eq!(columns, ["id", "size", "product"]);
     }
 
     #[test]

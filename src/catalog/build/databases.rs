@@ -81,8 +81,9 @@ impl Builder<'_> {
                     probe.run_setup(statement).err().map(|message| (message, location.clone()))
                 });
                 if let Some((message, location)) = failed {
+                    let hint = setup_hint(&message);
                     self.error("database-setup", location, format!("setup of database `{name}` failed: {message}"))
-                        .hint = Some("setup statements run at every start and at each reload that changes them, so they must be idempotent (CREATE TABLE IF NOT EXISTS …)".to_owned());
+                        .hint = Some(hint);
                     continue;
                 }
             }
@@ -90,6 +91,22 @@ impl Builder<'_> {
             self.databases
                 .insert(name.clone(), DatabaseEntry { database, setup, setup_locations, url_location, timeout });
         }
+    }
+}
+
+/// What to do about a `setup` statement that failed with SQLite's `message`.
+pub(in crate::catalog) fn setup_hint(message: &str) -> String {
+    if message.contains("syntax error")
+        || message.contains("incomplete input")
+        || message.contains("unrecognized token")
+    {
+        "SQLite cannot read this statement: check the spelling of the word it names, and that every bracket and quote is closed".to_owned()
+    } else if message.contains("already exists") || message.contains("UNIQUE constraint") {
+        "setup runs at every start and at each reload that changes it, so it must succeed where it already ran: write CREATE TABLE IF NOT EXISTS …, INSERT OR IGNORE …".to_owned()
+    } else if message.contains("no such") {
+        "setup statements run in order: create a table before the statements that use it".to_owned()
+    } else {
+        "setup statements run in order, on a scratch copy of the database when the catalog is checked".to_owned()
     }
 }
 

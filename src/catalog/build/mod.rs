@@ -21,6 +21,7 @@ use crate::render;
 use crate::run::sql::Probe;
 
 mod databases;
+pub(super) use databases::setup_hint;
 mod prompts;
 mod resources;
 mod scalar_map;

@@ -114,6 +114,9 @@ impl Builder<'_> {
                 }
             }
         }
+        if assembled.dropped.resources {
+            return; // one is left out for a mistake (reported): it may be the one named
+        }
         for (uri, location) in references {
             if uri.contains("{{") || uri.contains("{%") {
                 continue; // rendered per call; checked when it runs

@@ -16,7 +16,18 @@ impl Builder<'_> {
     pub(super) fn resource(&mut self, decl: &Declared<ResourceSpec>) -> Option<Resource> {
         let spec = &decl.spec;
         let origin = &decl.origin;
-        if let Err(reason) = check_uri(&spec.uri) {
+        let variables: Vec<String> = crate::uri_template::UriTemplate::parse(&spec.uri)
+            .map(|t| t.variables().iter().map(|v| (*v).to_owned()).collect())
+            .unwrap_or_default();
+        if !variables.is_empty() {
+            let location = self.assembled.locate(origin, "/uri");
+            let message = format!("`{}` is a URI template, but a resource has one fixed URI", spec.uri);
+            self.error("resource-uri", location, message).hint = Some(format!(
+                "move this entry to `resourceTemplates:` and write `uriTemplate: \"{}\"` instead of `uri:`; its body can then use {}",
+                spec.uri,
+                variables.iter().map(|v| format!("`{v}`")).collect::<Vec<_>>().join(", ")
+            ));
+        } else if let Err(reason) = check_uri(&spec.uri) {
             let location = self.assembled.locate(origin, "/uri");
             let hint = if reason.contains("scheme") {
                 "a URI starts with a scheme, e.g. `myapp://policy` or `file:///path`"
@@ -42,7 +53,8 @@ impl Builder<'_> {
                 Some("give exactly one of `text`, `template` or `file`".to_owned());
             return None;
         }
-        let mut scope = Scope::new(["data".to_owned(), "uri".to_owned()]);
+        // A body written for the template it should be sees its variables (no follow-on errors).
+        let mut scope = Scope::new(["data".to_owned(), "uri".to_owned()].into_iter().chain(variables));
         let owner = format!("resource {}:", spec.uri);
         let mut mime_type = spec.mime_type.clone();
         let body = if let Some(text) = &spec.text {

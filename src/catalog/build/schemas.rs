@@ -5,6 +5,7 @@ use serde_json::{Map, Value};
 
 use crate::catalog::Schema;
 use crate::catalog::assemble::Origin;
+use crate::catalog::structure::readable_path;
 use crate::diag::did_you_mean;
 
 use super::Builder;
@@ -48,6 +49,7 @@ impl Builder<'_> {
                 Some(format!("MCP passes {what} as an object: write `type: object` with `properties:`"));
             return None;
         }
+        self.check_required(schema, origin, &format!("/{key}"), key);
         // Compiled here to catch what the meta-schema cannot (a bad `$ref`,
         // a bad regex), then again on first use: see `Schema`.
         match jsonschema::validator_for(&value) {
@@ -60,11 +62,70 @@ impl Builder<'_> {
     }
 }
 
+/// Keywords that can declare a property elsewhere than in `properties`.
+const DECLARE_ELSEWHERE: &[&str] =
+    &["allOf", "anyOf", "oneOf", "$ref", "$dynamicRef", "if", "dependentSchemas", "patternProperties"];
+
+impl Builder<'_> {
+    /// Reports each name in `required` that `properties` does not declare,
+    /// in this object schema and the ones nested in it (a client building a
+    /// call from `properties` could never send it: every call would fail).
+    /// Left alone where other keywords may declare it.
+    fn check_required(&mut self, schema: &Map<String, Value>, origin: &Origin, pointer: &str, key: &str) {
+        let properties = schema.get("properties").and_then(Value::as_object);
+        let open = DECLARE_ELSEWHERE.iter().any(|k| schema.contains_key(*k))
+            || schema.get("additionalProperties").is_some_and(Value::is_object);
+        if let Some(required) = schema.get("required").and_then(Value::as_array).filter(|_| !open) {
+            let declared: Vec<&str> = properties.map(|p| p.keys().map(String::as_str).collect()).unwrap_or_default();
+            for (idx, name) in required.iter().enumerate() {
+                let Some(name) = name.as_str().filter(|name| !declared.contains(name)) else { continue };
+                let place = if pointer == format!("/{key}") {
+                    format!("`{key}`")
+                } else {
+                    format!("`{}`", &pointer[1..].replace('/', "."))
+                };
+                let hint = match did_you_mean(name, declared.iter().copied()) {
+                    Some(close) => format!("did you mean `{close}`?"),
+                    None if declared.is_empty() => {
+                        format!("declare it under `properties:`, e.g. `properties: {{ {name}: {{ type: string }} }}`")
+                    }
+                    None => format!(
+                        "declare it under `properties:` or remove it; the properties are: {}",
+                        declared.join(", ")
+                    ),
+                };
+                let location = self.assembled.locate(origin, &format!("{pointer}/required/{idx}"));
+                self.error(
+                    "schema-required",
+                    location,
+                    format!("`required` names `{name}`, which is not a property of {place}"),
+                )
+                .hint = Some(hint);
+            }
+        }
+        for (name, property) in properties.into_iter().flatten() {
+            if let Value::Object(property) = property {
+                let below = format!("{pointer}/properties/{}", crate::catalog::source::escape_pointer(name));
+                self.check_required(property, origin, &below, key);
+            }
+        }
+        if let Some(Value::Object(items)) = schema.get("items") {
+            self.check_required(items, origin, &format!("{pointer}/items"), key);
+        }
+    }
+}
+
 /// Words for a JSON Schema that breaks its meta-schema, for the common cases.
 pub(super) fn explain_schema_error(key: &str, path: &str, err: &jsonschema::ValidationError<'_>) -> (String, String) {
     const TYPES: [&str; 7] = ["string", "number", "integer", "boolean", "object", "array", "null"];
-    let keyword = path.rsplit('/').next().unwrap_or_default();
-    let place = if path.is_empty() { format!("`{key}`") } else { format!("`{key}{}`", path.replace('/', ".")) };
+    // Where a list item is wrong (`required: [a, 3]`), the keyword is the list's.
+    let segments: Vec<String> = std::iter::once(key.to_owned())
+        .chain(path.split('/').skip(1).map(|s| s.replace("~1", "/").replace("~0", "~")))
+        .collect();
+    let keyword_at = segments.iter().rposition(|s| s.parse::<usize>().is_err()).unwrap_or(0);
+    let keyword = if keyword_at == 0 { "" } else { segments[keyword_at].as_str() };
+    let place = readable_path(&segments[..=keyword_at]);
+    let whole = readable_path(&segments);
     let found = err.instance();
     match keyword {
         "type" => {
@@ -75,6 +136,10 @@ pub(super) fn explain_schema_error(key: &str, path: &str, err: &jsonschema::Vali
             };
             (format!("{place}: `{written}` is not a JSON Schema type"), hint)
         }
+        "required" if keyword_at + 1 < segments.len() => (
+            format!("{whole} should be a property name, found {}", crate::catalog::structure::describe_value(found)),
+            "list the names of properties, e.g. `required: [room, hours]`".to_owned(),
+        ),
         "required" => {
             (format!("{place} must be a list of property names"), "write e.g. `required: [room, hours]`".to_owned())
         }
@@ -84,7 +149,7 @@ pub(super) fn explain_schema_error(key: &str, path: &str, err: &jsonschema::Vali
         ),
         "enum" => (format!("{place} must be a list of allowed values"), "write e.g. `enum: [basic, pro]`".to_owned()),
         _ => (
-            format!("{place} is not valid JSON Schema: {err}"),
+            format!("{whole} is not valid JSON Schema: {err}"),
             "see https://json-schema.org/understanding-json-schema/ for the keywords (2020-12)".to_owned(),
         ),
     }

@@ -115,8 +115,8 @@ impl Builder<'_> {
         let sql = run.sql.as_ref()?;
         let location = self.assembled.locate(origin, "/run/sql/database");
         let (Some(entry), Some(probe)) = (self.databases.get(&sql.database), self.probes.get(&sql.database)) else {
-            if self.assembled.databases.contains_key(&sql.database) {
-                return None; // it failed to open; that error is reported already
+            if self.assembled.databases.contains_key(&sql.database) || self.assembled.dropped.database(&sql.database) {
+                return None; // it failed to open or to read; that error is reported already
             }
             let known: Vec<&str> = self.assembled.databases.keys().map(String::as_str).collect();
             let hint = match did_you_mean(&sql.database, known.iter().copied()) {
@@ -152,16 +152,22 @@ impl Builder<'_> {
             }
             Err(message) => {
                 let hint = if message.contains("positional") {
-                    "name each parameter after a property of `inputSchema`, e.g. `WHERE id = :id`"
+                    "name each parameter after a property of `inputSchema`, e.g. `WHERE id = :id`".to_owned()
                 } else {
-                    "it is checked against the database after `setup` ran; check table and column names"
+                    misspelt_name(&message, probe).map_or_else(
+                        || {
+                            "it is checked against the database after `setup` ran; check table and column names"
+                                .to_owned()
+                        },
+                        |(kind, close)| format!("did you mean the {kind} `{close}`?"),
+                    )
                 };
                 self.error(
                     "sql",
                     location,
                     format!("statement does not prepare against database `{}`: {message}", sql.database),
                 )
-                .hint = Some(hint.to_owned());
+                .hint = Some(hint);
                 None
             }
         }
@@ -359,6 +365,24 @@ impl Builder<'_> {
         );
         None
     }
+}
+
+/// The name SQLite's "no such column: x" or "no such table: x" probably
+/// meant, among the database's columns or tables (a qualified `o.x` keeps
+/// its qualifier).
+fn misspelt_name(message: &str, probe: &crate::run::sql::Probe) -> Option<(&'static str, String)> {
+    let (tables, columns) = probe.names();
+    let (kind, written, candidates) = if let Some(column) = message.strip_prefix("no such column: ") {
+        ("column", column, columns)
+    } else if let Some(table) = message.strip_prefix("no such table: ") {
+        ("table", table, tables)
+    } else {
+        return None;
+    };
+    let written = written.trim();
+    let (qualifier, name) = written.rsplit_once('.').map_or(("", written), |(q, n)| (q, n));
+    let close = did_you_mean(name, candidates.iter().map(String::as_str))?;
+    Some((kind, if qualifier.is_empty() { close.to_owned() } else { format!("{qualifier}.{close}") }))
 }
 
 /// Reads a `sleep` duration: milliseconds, or `250ms`, `2s`, `1m`.
