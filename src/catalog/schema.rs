@@ -231,7 +231,7 @@ mod tests {
     fn an_integer_out_of_range_is_pointed_at() {
         let text = "tools:\n  - name: ask\n    run:\n      steps:\n        - sample:\n            messages: [{ role: user, text: hi }]\n            maxTokens: 5000000000\n      text: done\n";
         let parsed = parse_file(Path::new("c.yaml"), text, &|_| None).unwrap();
-        let found = check_file(&parsed).err().unwrap_or_default();
+        let found = check_file(&parsed).problems;
         assert_eq!(found.len(), 1, "{found:?}");
         assert_eq!((found[0].location.line, found[0].location.column), (7, 24), "{found:?}");
         assert!(found[0].message.contains("4294967295"), "{}", found[0].message);
