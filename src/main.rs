@@ -10,7 +10,7 @@ use carte::catalog::{self, Catalog};
 use carte::diag::{self, Diagnostic};
 use carte::reload;
 use carte::server::http::HttpOptions;
-use carte::server::{ListKind, Shared, Snapshot};
+use carte::server::{ListKind, RequestError, Shared, Snapshot};
 use clap::{Parser, Subcommand, ValueEnum};
 use serde_json::{Map, Value};
 
@@ -323,17 +323,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             let client = carte::run::steps::NoClient;
             let result = runtime()?.block_on(snapshot.call_tool(&tool, Some(arguments), &client));
-            match result {
-                Ok(result) => {
-                    let failed = result.is_error == Some(true);
-                    print_json(&wire(&result));
-                    Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
-                }
-                Err(err) => {
-                    eprintln!("carte: {} (JSON-RPC error {})", err.message, err.code.0);
-                    Ok(ExitCode::from(2))
-                }
-            }
+            let failed = matches!(&result, Ok(result) if result.is_error == Some(true));
+            let code = print_answer(result);
+            Ok(if failed { ExitCode::from(1) } else { code })
         }
         Command::Prompt { catalog, name, args } => {
             let Some(snapshot) = load_or_report(&catalog) else { return Ok(ExitCode::from(1)) };
@@ -355,16 +347,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 let usage = format!("carte prompt {} {name}", catalog.display());
                 check_required(&what, &usage, &arguments, &known)?;
             }
-            match runtime()?.block_on(snapshot.get_prompt(&name, Some(arguments))) {
-                Ok(result) => {
-                    print_json(&wire(&result));
-                    Ok(ExitCode::SUCCESS)
-                }
-                Err(err) => {
-                    eprintln!("carte: {} (JSON-RPC error {})", err.message, err.code.0);
-                    Ok(ExitCode::from(2))
-                }
-            }
+            Ok(print_answer(runtime()?.block_on(snapshot.get_prompt(&name, Some(arguments)))))
         }
         Command::Complete { catalog, reference, argument, prefix } => {
             let Some(snapshot) = load_or_report(&catalog) else { return Ok(ExitCode::from(1)) };
@@ -390,29 +373,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     snapshot.complete_resource(uri, &argument, &prefix)
                 }
             };
-            match answer {
-                Ok(result) => {
-                    print_json(&wire(&result));
-                    Ok(ExitCode::SUCCESS)
-                }
-                Err(err) => {
-                    eprintln!("carte: {} (JSON-RPC error {})", err.message, err.code.0);
-                    Ok(ExitCode::from(2))
-                }
-            }
+            Ok(print_answer(answer))
         }
         Command::Read { catalog, uri } => {
             let Some(snapshot) = load_or_report(&catalog) else { return Ok(ExitCode::from(1)) };
-            match snapshot.read_resource(&uri) {
-                Ok(contents) => {
-                    print_json(&serde_json::json!({ "contents": contents }));
-                    Ok(ExitCode::SUCCESS)
-                }
-                Err(err) => {
-                    eprintln!("carte: {} (JSON-RPC error {})", err.message, err.code.0);
-                    Ok(ExitCode::from(2))
-                }
-            }
+            Ok(print_answer(snapshot.read_resource(&uri).map(|contents| serde_json::json!({ "contents": contents }))))
         }
         Command::Schema => {
             print_json(&catalog::structure::catalog_schema());
@@ -700,6 +665,21 @@ fn wire(result: &impl serde::Serialize) -> Value {
         map.remove("resultType");
     }
     value
+}
+
+/// Prints what a client receives, or the JSON-RPC error it would get instead
+/// (on stderr, exit 2).
+fn print_answer(answer: Result<impl serde::Serialize, RequestError>) -> ExitCode {
+    match answer {
+        Ok(result) => {
+            print_json(&wire(&result));
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            eprintln!("carte: {} (JSON-RPC error {})", err.message, err.code.0);
+            ExitCode::from(2)
+        }
+    }
 }
 
 fn print_json(value: &Value) {

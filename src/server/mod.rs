@@ -26,6 +26,8 @@ use std::time::SystemTime;
 use rmcp::ServiceExt;
 
 pub use handler::Handler;
+/// The JSON-RPC error a request may answer with (the CLI prints it).
+pub use rmcp::model::ErrorData as RequestError;
 pub use snapshot::{ListKind, Snapshot};
 
 /// State shared by every session of one server.

@@ -13,6 +13,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use indexmap::IndexMap;
+use serde_json::{Map, Value, json};
 
 use super::assemble::{Assembled, Declared, Origin, io_reason};
 use super::{Catalog, DatabaseEntry, Inputs, Prompt, Resource, ResourceTemplate, ServerInfo, Tool};
@@ -270,6 +271,20 @@ fn read_limited(path: &Path) -> Result<Vec<u8>, String> {
         return Err(format!("file is larger than {} MiB", MAX_FILE_BYTES / 1024 / 1024));
     }
     std::fs::read(path).map_err(|err| io_reason(&err))
+}
+
+/// The first keys of a tool's, prompt's or argument's wire form: `name`, then
+/// `title` and `description` when the catalog gives them.
+fn wire_head(name: &str, title: Option<&String>, description: Option<&String>) -> Map<String, Value> {
+    let mut wire = Map::new();
+    wire.insert("name".to_owned(), json!(name));
+    if let Some(title) = title {
+        wire.insert("title".to_owned(), json!(title));
+    }
+    if let Some(description) = description {
+        wire.insert("description".to_owned(), json!(description));
+    }
+    wire
 }
 
 /// The keys of `keys` that are present, in order (for "exactly one of" checks).

@@ -2,14 +2,14 @@
 
 use std::collections::HashMap;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use crate::catalog::assemble::Declared;
 use crate::catalog::model::PromptSpec;
 use crate::catalog::{Prompt, PromptArgument, Resource, ResourceTemplate};
 use crate::diag::{Location, did_you_mean};
 
-use super::{Builder, Scope};
+use super::{Builder, Scope, wire_head};
 
 impl Builder<'_> {
     pub(super) fn prompt(&mut self, decl: &Declared<PromptSpec>) -> Option<Prompt> {
@@ -66,26 +66,12 @@ impl Builder<'_> {
                 }
             }
         }
-        let mut wire = Map::new();
-        wire.insert("name".to_owned(), json!(spec.name));
-        if let Some(title) = &spec.title {
-            wire.insert("title".to_owned(), json!(title));
-        }
-        if let Some(description) = &spec.description {
-            wire.insert("description".to_owned(), json!(description));
-        }
+        let mut wire = wire_head(&spec.name, spec.title.as_ref(), spec.description.as_ref());
         if let Some(declared) = &spec.arguments {
             let list: Vec<Value> = declared
                 .iter()
                 .map(|a| {
-                    let mut map = Map::new();
-                    map.insert("name".to_owned(), json!(a.name));
-                    if let Some(title) = &a.title {
-                        map.insert("title".to_owned(), json!(title));
-                    }
-                    if let Some(description) = &a.description {
-                        map.insert("description".to_owned(), json!(description));
-                    }
+                    let mut map = wire_head(&a.name, a.title.as_ref(), a.description.as_ref());
                     map.insert("required".to_owned(), json!(a.required.unwrap_or(false)));
                     Value::Object(map)
                 })

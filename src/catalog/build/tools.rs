@@ -7,7 +7,7 @@ use crate::catalog::model::{NumberSpec, RunSpec, SleepSpec, StepSpec, ToolSpec};
 use crate::catalog::{Amount, Effect, ResultSpec, Step, StepData, Tool, Wait};
 use crate::diag::did_you_mean;
 
-use super::{Builder, Scope, present};
+use super::{Builder, Scope, present, wire_head};
 
 impl Builder<'_> {
     pub(super) fn tool(&mut self, decl: &Declared<ToolSpec>) -> Option<Tool> {
@@ -70,14 +70,7 @@ impl Builder<'_> {
             }
         }
         let structured = run.json == Some(true) || spec.output_schema.is_some();
-        let mut wire = Map::new();
-        wire.insert("name".to_owned(), json!(spec.name));
-        if let Some(title) = &spec.title {
-            wire.insert("title".to_owned(), json!(title));
-        }
-        if let Some(description) = &spec.description {
-            wire.insert("description".to_owned(), json!(description));
-        }
+        let mut wire = wire_head(&spec.name, spec.title.as_ref(), spec.description.as_ref());
         wire.insert("inputSchema".to_owned(), Value::Object(input_schema));
         if let Some(schema) = &spec.output_schema {
             wire.insert("outputSchema".to_owned(), Value::Object(schema.clone()));
