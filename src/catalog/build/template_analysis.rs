@@ -212,7 +212,10 @@ impl<'d> Walker<'d> {
                     }
                 }
                 let message = if base.dynamic {
-                    format!("{subject} has no key `{key}`: none of the {} values it can be has one", maps.len())
+                    match maps.len() {
+                        1 => format!("{subject} has no key `{key}`: the one value it can be has none"),
+                        n => format!("{subject} has no key `{key}`: none of the {n} values it can be has one"),
+                    }
                 } else {
                     format!("{subject} has no key `{key}`")
                 };
