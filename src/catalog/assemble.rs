@@ -118,7 +118,10 @@ pub fn assemble(
         };
         let file_idx = assembled.files.len();
         let parsed = match parse_file(&path, &text, env) {
-            Ok(parsed) => parsed,
+            Ok(mut parsed) => {
+                diagnostics.append(&mut parsed.problems);
+                parsed
+            }
             Err(problems) => {
                 diagnostics.extend(problems);
                 assembled.files.push(Positions::empty(&path));
@@ -129,7 +132,7 @@ pub fn assemble(
         let checked = check_file(&parsed);
         // The positions move into `assembled`; the JSON value is dropped once
         // its includes are known (the checked model holds what is needed).
-        let ParsedFile { value, positions } = parsed;
+        let ParsedFile { value, positions, .. } = parsed;
         assembled.files.push(positions);
         let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
         let include_is_string = value.get("include").is_some_and(Value::is_string);
