@@ -245,6 +245,7 @@ fn fixtures_cover_every_diagnostic_code() {
         "unquoted-template",
         "yaml-indent",
         "not-a-catalog",
+        "yaml-tag",
     ];
     let mut seen = BTreeSet::new();
     for fixture in fixtures() {

@@ -106,8 +106,9 @@ fn expansion_limit(text: &str) -> usize {
 
 /// What [`read_yaml`] made of a file.
 enum Read {
-    /// The file's value and where its nodes are.
-    Value(Value, Positions),
+    /// The file's value, where its nodes are, and its local tags (`!name`)
+    /// with where each is.
+    Value(Value, Positions, Vec<LocalTag>),
     /// Aliases expand the file past [`expansion_limit`]; nothing else was read.
     TooBig(Diagnostic),
     /// Left to serde_yaml: a syntax error (its messages are the ones carte
@@ -143,7 +144,7 @@ fn read_yaml(file: &Path, text: &str) -> Read {
     if parsed.is_err() || reader.refused || reader.documents > 1 {
         return Read::Refused;
     }
-    Read::Value(reader.root.unwrap_or(Value::Null), reader.positions)
+    Read::Value(reader.root.unwrap_or(Value::Null), reader.positions, reader.local_tags)
 }
 
 struct Reader {
@@ -165,6 +166,18 @@ struct Reader {
     too_big: Option<Mark>,
     /// Where quoted scalars start (line, column), in order, when asked for.
     quoted: Option<Vec<(u32, u32)>>,
+    /// Local tags (`!name`), which carte gives no meaning, and where they are.
+    local_tags: Vec<LocalTag>,
+}
+
+/// A local tag (`!name`) on a node.
+struct LocalTag {
+    /// Where the node starts.
+    mark: Mark,
+    /// The tag as written.
+    tag: String,
+    /// Whether the node is a scalar (or a collection).
+    scalar: bool,
 }
 
 /// A collection being read. Each remembers its anchor and the value of
@@ -206,6 +219,7 @@ impl Reader {
             limit: expansion_limit(text),
             too_big: None,
             quoted: None,
+            local_tags: Vec::new(),
         }
     }
 
@@ -284,6 +298,17 @@ impl Reader {
         }
     }
 
+    /// Remembers a local tag (`!name`): YAML drops it from the value, which a
+    /// person who wrote `description: !important …` does not expect.
+    fn note_tag(&mut self, tag: Option<&yaml_rust2::parser::Tag>, mark: Mark, scalar: bool) {
+        if let Some(tag) = tag
+            && tag.handle == "!"
+            && self.local_tags.len() < MAX_LOCAL_TAGS
+        {
+            self.local_tags.push(LocalTag { mark, tag: format!("!{}", tag.suffix), scalar });
+        }
+    }
+
     /// Records what a copy of an anchored node carte does not keep costs.
     fn remember_cost(&mut self, anchor: usize, cost: usize) {
         if anchor > 0 {
@@ -313,6 +338,7 @@ impl yaml_rust2::parser::MarkedEventReceiver for Reader {
         match event {
             yaml_rust2::Event::DocumentStart => self.documents += 1,
             yaml_rust2::Event::Scalar(text, style, anchor, tag) => {
+                self.note_tag(tag.as_ref(), mark, true);
                 if let Some(quoted) = &mut self.quoted
                     && matches!(
                         style,
@@ -345,8 +371,14 @@ impl yaml_rust2::parser::MarkedEventReceiver for Reader {
                     }
                 }
             }
-            yaml_rust2::Event::MappingStart(anchor, _) => self.open(mark, true, anchor),
-            yaml_rust2::Event::SequenceStart(anchor, _) => self.open(mark, false, anchor),
+            yaml_rust2::Event::MappingStart(anchor, tag) => {
+                self.note_tag(tag.as_ref(), mark, false);
+                self.open(mark, true, anchor);
+            }
+            yaml_rust2::Event::SequenceStart(anchor, tag) => {
+                self.note_tag(tag.as_ref(), mark, false);
+                self.open(mark, false, anchor);
+            }
             yaml_rust2::Event::MappingEnd | yaml_rust2::Event::SequenceEnd => self.close(),
             _ => {}
         }
@@ -440,6 +472,38 @@ pub struct ParsedFile {
     pub problems: Vec<Diagnostic>,
 }
 
+/// At most this many local tags are reported per file.
+const MAX_LOCAL_TAGS: usize = 20;
+
+/// The error for a local tag (`!name`) on the node at `mark`: YAML reads
+/// `!important text` as the tag `!important` on the value `text`.
+fn local_tag(path: &Path, text: &str, mark: Mark, tag: &str, scalar: bool) -> Diagnostic {
+    // The node's mark is at the tag, or for a block collection at its first
+    // key, lines below: the tag is the last one written before the mark.
+    let lines: Vec<&str> =
+        text.lines().skip((mark.line as usize).saturating_sub(4)).take(4.min(mark.line as usize)).collect();
+    let first_line = (mark.line as usize).saturating_sub(lines.len()) + 1;
+    let found = lines.iter().enumerate().rev().find_map(|(idx, line)| {
+        let limit = if idx + 1 == lines.len() {
+            line.char_indices().nth(mark.column as usize + tag.len()).map_or(line.len(), |(b, _)| b)
+        } else {
+            line.len()
+        };
+        let byte = line[..limit].rfind(tag)?;
+        Some((first_line + idx, line[..byte].chars().count() + 1, *line))
+    });
+    let (line_number, column, line) = found.unwrap_or((mark.line as usize, mark.column as usize, ""));
+    let diagnostic = Diagnostic::error(
+        "yaml-tag",
+        Location { file: path.to_path_buf(), line: line_number, column, width: tag.chars().count() },
+        format!("`{tag}` is a YAML tag, which carte does not use: YAML leaves it out of the value"),
+    );
+    match explain::requote_from(line, column - 1).filter(|_| scalar) {
+        Some(fixed) => diagnostic.with_hint(format!("to keep `{tag}` as text, put the value in quotes: `{fixed}`")),
+        None => diagnostic.with_hint(format!("remove `{tag}`; carte reads the value without it")),
+    }
+}
+
 /// Reads and parses one catalog file. A YAML syntax error or an unreadable
 /// file is a single diagnostic; `${VAR}` problems are reported all together.
 /// A UTF-8 byte order mark at the start is ignored.
@@ -467,7 +531,12 @@ pub fn parse_file(
         }
     }
     let (mut value, positions) = match read_yaml(path, &text) {
-        Read::Value(value, positions) => (value, positions),
+        Read::Value(value, positions, local_tags) => {
+            for tag in local_tags {
+                problems.push(local_tag(path, original, tag.mark, &tag.tag, tag.scalar));
+            }
+            (value, positions)
+        }
         Read::TooBig(diagnostic) => {
             problems.push(diagnostic);
             return Err(problems);
@@ -738,7 +807,7 @@ mod tests {
     #[test]
     fn reads_yaml_like_serde_yaml() {
         let text = "a: 1\nb: -2\nc: 1.5\nd: true\ne: ~\nf: '1'\ng: 0x1F\nh: .inf\ni: 1e3\nj: !!str 7\nk: &x [1, {m: n}]\nl: *x\n\"o\": |\n  text\np: 1-2\nq:\n";
-        let Read::Value(ours, _) = read_yaml(Path::new("c.yaml"), text) else { panic!("not read") };
+        let Read::Value(ours, ..) = read_yaml(Path::new("c.yaml"), text) else { panic!("not read") };
         let theirs = yaml_to_json(serde_yaml::from_str::<serde_yaml::Value>(text).unwrap());
         assert_eq!(ours, theirs);
         assert_eq!(ours["g"], json!(31));
@@ -899,5 +968,45 @@ mod tests {
         }
         // A YAML sequence is still "not a mapping".
         assert_eq!(parse("- a\n- b\n").unwrap_err()[0].code, "not-a-mapping");
+    }
+
+    #[test]
+    fn local_tags_are_reported_where_they_are_written() {
+        let parsed = parse("a: !important text\nb: !!str 7\nc: !obj\n  d: 1\n").unwrap();
+        let found: Vec<_> =
+            parsed.problems.iter().map(|p| (p.code, p.location.line, p.location.column, p.location.width)).collect();
+        assert_eq!(found, [("yaml-tag", 1, 4, 10), ("yaml-tag", 3, 4, 4)]);
+        assert!(parsed.problems[0].hint.as_deref().unwrap_or("").contains("`a: \"!important text\"`"));
+        assert!(parsed.problems[1].hint.as_deref().unwrap_or("").starts_with("remove `!obj`"));
+    }
+
+    fn indent_error(text: &str) -> (usize, usize, String, Vec<usize>) {
+        let err = parse(text).unwrap_err();
+        assert_eq!(err.len(), 1, "{err:?}");
+        let d = &err[0];
+        (d.location.line, d.location.column, d.message.clone(), d.notes.iter().map(|n| n.location.line).collect())
+    }
+
+    #[test]
+    fn indentation_names_both_lines() {
+        let (line, column, message, notes) = indent_error("a:\n    b: 1\n  c: 2\n");
+        assert_eq!((line, column, notes), (3, 3, vec![2]));
+        assert_eq!(message, "line 3 is indented 2 spaces, but line 2 above it at the same level has 4");
+        // A list written at its key's own indentation is fine; an item one space off is not.
+        assert!(parse("a:\n- b: 1\n  c: 2\n- b: 3\nd: 4\n").is_ok());
+        let (line, _, message, notes) = indent_error("a:\n- b: 1\n  c: 2\n - b: 3\n");
+        assert_eq!((line, notes), (4, vec![2]));
+        assert_eq!(message, "line 4 is indented 1 space, but line 2 above it at the same level has 0");
+        // Block scalars, quoted values over several lines and flow collections are not structure.
+        let (line, _, message, notes) =
+            indent_error("a:\n  b: |\n     text\n\n      more\n  c: [1,\n 2]\n  d: \"x\n y\"\n   e: 1\n");
+        assert_eq!((line, notes), (10, vec![8]), "{message}");
+        // A text block's lines are indented at least like its first.
+        let (line, _, message, notes) = indent_error("a:\n  b: |\n     text\n   more\n");
+        assert_eq!((line, notes), (4, vec![3]));
+        assert_eq!(
+            message,
+            "line 4 is indented 3 spaces, but line 3 above it, the first of the same text block, has 5"
+        );
     }
 }

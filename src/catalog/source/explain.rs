@@ -44,6 +44,8 @@ enum Kind {
     Inside,
     /// More indented than a plain value above, which it continues.
     Continues { of: usize },
+    /// In a block scalar, but less indented than its first line (which is `first`).
+    ShortInBlock { first: usize, indent: usize },
     /// A line of structure.
     Node,
 }
@@ -73,6 +75,8 @@ pub(super) struct Slip {
     pub end: usize,
     /// The last line of a template that runs on over more indented lines.
     pub last_line: usize,
+    /// Byte range of its (first) line, without the line break.
+    line_bytes: (usize, usize),
 }
 
 /// A quoted value that did not close on the line it opened.
@@ -97,8 +101,9 @@ pub(super) struct Scan {
 /// Cross-line state of the scanner.
 #[derive(Default)]
 struct State {
-    /// Inside a block scalar whose owner is at this indentation.
-    block: Option<isize>,
+    /// Inside a block scalar whose owner is at this indentation, and the
+    /// indentation and number of its first line.
+    block: Option<(isize, Option<(usize, usize)>)>,
     /// Inside a quoted value (the index in `Scan::quotes`).
     quote: Option<usize>,
     /// Depth of `[`/`{`.
@@ -200,9 +205,19 @@ fn scan_line(line: &str, line_start: usize, number: usize, state: &mut State, sc
     let indent = chars.iter().take_while(|c| **c == ' ').count();
     let blank = chars[indent..].iter().all(|c| c.is_whitespace()) || chars.get(indent) == Some(&'#');
     let mut info = LineInfo { number, indent, kind: Kind::Node, levels: Vec::new(), ends: Ends::Closed };
-    if let Some(owner) = state.block {
+    if let Some((owner, first)) = state.block {
         if blank || indent as isize > owner {
-            info.kind = Kind::Inside;
+            info.kind = match first {
+                _ if blank => Kind::Inside,
+                None => {
+                    state.block = Some((owner, Some((indent, number))));
+                    Kind::Inside
+                }
+                Some((first_indent, first)) if indent < first_indent => {
+                    Kind::ShortInBlock { first, indent: first_indent }
+                }
+                Some(_) => Kind::Inside,
+            };
             return info;
         }
         state.block = None;
@@ -281,6 +296,7 @@ fn scan_line(line: &str, line_start: usize, number: usize, state: &mut State, sc
                     start: line_start + bytes[i],
                     end: line_start + bytes[end],
                     last_line: number,
+                    line_bytes: (line_start, line_start + line.len()),
                 });
                 node_start = false;
                 // In a block, more indented lines below continue the template.
@@ -297,7 +313,7 @@ fn scan_line(line: &str, line_start: usize, number: usize, state: &mut State, sc
                 continue;
             }
             if (c == '|' || c == '>') && state.flow == 0 {
-                state.block = Some(owner);
+                state.block = Some((owner, None));
                 info.ends = Ends::Closed;
                 return finish(info, state, node_start, false, owner);
             }
@@ -410,10 +426,16 @@ fn requoted(line: &str, from: usize, to: usize) -> String {
     format!("{}{}{}", before, quoted(&value), after).trim().to_owned()
 }
 
+/// `line` with its value from column `from` (from 0) in quotes, when that
+/// value is on this one line.
+pub(super) fn requote_from(line: &str, from: usize) -> Option<String> {
+    (from < line.chars().count()).then(|| requoted_from(line, from))
+}
+
 /// The diagnostic for an unquoted template.
 pub(super) fn template_diagnostic(file: &Path, text: &str, slip: &Slip) -> Diagnostic {
-    let line = text.lines().nth(slip.line - 1).unwrap_or("");
-    let value = &text[slip.start..slip.end];
+    let line = text.get(slip.line_bytes.0..slip.line_bytes.1).unwrap_or("");
+    let value = text.get(slip.start..slip.end).unwrap_or("");
     let width = value.lines().next().unwrap_or("").chars().count().max(1);
     let opener: String = value.chars().take(2).collect();
     let message = if opener == "{{" {
@@ -569,7 +591,7 @@ pub(super) fn explain(file: &Path, text: &str, scan: &Scan, err: &YamlError) -> 
             Some(c) => format!("`{c}`"),
             None => "this character".to_owned(),
         };
-        let fixed = requoted_from(line_text(err.line), err.column - 1);
+        let fixed = requoted_from(line_text(err.line), err.column.saturating_sub(1));
         return Diagnostic::error(
             "yaml-syntax",
             here,
@@ -578,7 +600,7 @@ pub(super) fn explain(file: &Path, text: &str, scan: &Scan, err: &YamlError) -> 
         .with_hint(format!("put the value in quotes: `{fixed}`"));
     }
     if problem.contains("undefined tag handle") {
-        let fixed = requoted_from(line_text(err.line), err.column - 1);
+        let fixed = requoted_from(line_text(err.line), err.column.saturating_sub(1));
         return Diagnostic::error(
             "yaml-syntax",
             here,
@@ -593,7 +615,7 @@ pub(super) fn explain(file: &Path, text: &str, scan: &Scan, err: &YamlError) -> 
             .skip_while(|c| *c == '*')
             .take_while(|c| !matches!(c, ' ' | ',' | ']' | '}'))
             .collect();
-        let fixed = requoted_from(line_text(err.line), err.column - 1);
+        let fixed = requoted_from(line_text(err.line), err.column.saturating_sub(1));
         return Diagnostic::error(
             "yaml-syntax",
             at(err.line, err.column, name.chars().count() + 1),
@@ -617,9 +639,9 @@ pub(super) fn explain(file: &Path, text: &str, scan: &Scan, err: &YamlError) -> 
     }
     if problem.contains("mapping values are not allowed") {
         let line = line_text(err.line);
-        if let Some(info) = scan.lines.get(err.line - 1)
+        if let Some(info) = scan.lines.get(err.line.saturating_sub(1))
             && let Kind::Continues { of } = info.kind
-            && key_colon(line) == Some(err.column - 1)
+            && key_colon(line) == Some(err.column.saturating_sub(1))
         {
             let previous = line_text(of);
             let previous_indent = previous.chars().take_while(|c| *c == ' ').count();
@@ -762,8 +784,25 @@ struct Level {
 fn indentation(file: &Path, text: &str, scan: &Scan, upto: usize) -> Option<Diagnostic> {
     let mut stack: Vec<Level> = Vec::new();
     let mut previous_ends = Ends::Open;
-    let line_text = |line: usize| text.lines().nth(line - 1).unwrap_or("");
+    let line_text = |line: usize| text.lines().nth(line.saturating_sub(1)).unwrap_or("");
     for info in scan.lines.iter().take(upto) {
+        if let Kind::ShortInBlock { first, indent } = info.kind {
+            let location = Location { file: file.to_path_buf(), line: info.number, column: info.indent + 1, width: 1 };
+            let note_location = Location { file: file.to_path_buf(), line: first, column: indent + 1, width: 1 };
+            return Some(
+                Diagnostic::error(
+                    "yaml-indent",
+                    location,
+                    format!(
+                        "line {} is indented {}, but line {first} above it, the first of the same text block, has {indent}",
+                        info.number,
+                        spaces(info.indent)
+                    ),
+                )
+                .with_note(format!("line {first}: `{}`", line_text(first).trim()), note_location)
+                .with_hint("indent every line of a `|` or `>` block at least as much as its first line"),
+            );
+        }
         if info.kind != Kind::Node {
             continue;
         }
@@ -863,7 +902,7 @@ fn indentation(file: &Path, text: &str, scan: &Scan, upto: usize) -> Option<Diag
 
 /// The column of the key that follows the `-` at `column` on `line`, if any.
 fn stack_key_after(scan: &Scan, line: usize, column: usize) -> Option<usize> {
-    let info = scan.lines.get(line - 1)?;
+    let info = scan.lines.get(line.checked_sub(1)?)?;
     let position = info.levels.iter().position(|l| l.0 == column && l.1 == LevelKind::Dash)?;
     info.levels.get(position + 1).filter(|l| l.1 == LevelKind::Key).map(|l| l.0)
 }
