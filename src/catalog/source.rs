@@ -516,7 +516,7 @@ pub fn parse_file(
     let mut problems = Vec::new();
     let mut text = std::borrow::Cow::Borrowed(original);
     let mut fixed: Vec<(explain::Slip, usize)> = Vec::new();
-    let scan = explain::scan(original);
+    let scan = if explain::may_have_slips(original) { explain::scan(original, false) } else { Default::default() };
     let mut unconfirmed = Vec::new();
     if !scan.slips.is_empty() {
         let (confirmed, rest) = confirm_slips(path, original, &scan.slips);
@@ -546,7 +546,7 @@ pub fn parse_file(
             Err(err) => {
                 // Explained from the text as read, shown as written (quoting
                 // a template adds no line).
-                let scan = if fixed.is_empty() { scan } else { explain::scan(&text) };
+                let scan = explain::scan(&text, true);
                 let mut diagnostic = yaml_error(path, original, &scan, &err);
                 // Columns after a quoted template are the original's.
                 for (slip, growth) in &fixed {
@@ -1008,5 +1008,15 @@ mod tests {
             message,
             "line 4 is indented 3 spaces, but line 3 above it, the first of the same text block, has 5"
         );
+    }
+
+    #[test]
+    fn windows_line_endings_keep_positions() {
+        let parsed = parse("run:\r\n  text: {{ x }} y\r\n  other: 1\r\n").unwrap();
+        assert_eq!(parsed.value["run"]["text"], json!("{{ x }} y"));
+        let problem = &parsed.problems[0];
+        assert_eq!((problem.location.line, problem.location.column, problem.location.width), (2, 9, 9));
+        let (line, column, _, notes) = indent_error("a:\r\n    b: 1\r\n  c: 2\r\n");
+        assert_eq!((line, column, notes), (3, 3, vec![2]));
     }
 }

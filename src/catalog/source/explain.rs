@@ -181,27 +181,62 @@ fn quote_end(chars: &[char], i: usize, quote: char) -> Option<usize> {
     None
 }
 
-/// Reads `text` line by line (see the module documentation).
-pub(super) fn scan(text: &str) -> Scan {
+/// Whether `text` may hold an unquoted template: a `{{`, `{%` or `{#` with
+/// nothing but spaces, `-`, `:`, `[`, `{` or `,` before it on its line. One
+/// pass over the bytes, so a file without any (the usual case) is not
+/// [`scan`]ned.
+pub(super) fn may_have_slips(text: &str) -> bool {
+    let bytes = text.as_bytes();
+    let mut at = 0;
+    while let Some(found) = bytes[at..].windows(2).position(|w| w[0] == b'{' && matches!(w[1], b'{' | b'%' | b'#')) {
+        let idx = at + found;
+        let before = bytes[..idx].iter().rev().find(|b| **b != b' ');
+        if before.is_none_or(|b| matches!(b, b'\n' | b'-' | b':' | b'[' | b'{' | b',')) {
+            return true;
+        }
+        at = idx + 2;
+    }
+    false
+}
+
+/// Reads `text` line by line (see the module documentation); `keep_lines`
+/// keeps what each line is (for explaining an error), otherwise only
+/// templates and quotes are kept.
+pub(super) fn scan(text: &str, keep_lines: bool) -> Scan {
     let mut scan = Scan::default();
     let mut state = State::default();
     let mut offset = 0;
+    let mut buffers = (Vec::new(), Vec::new());
     for (idx, raw) in text.split('\n').enumerate() {
         let line_start = offset;
         offset += raw.len() + 1;
         let line = raw.strip_suffix('\r').unwrap_or(raw);
         let number = idx + 1;
-        let info = scan_line(line, line_start, number, &mut state, &mut scan);
-        scan.lines.push(info);
+        let info = scan_line(line, line_start, number, &mut state, &mut scan, &mut buffers);
+        if keep_lines {
+            scan.lines.push(info);
+        }
     }
     scan
 }
 
-fn scan_line(line: &str, line_start: usize, number: usize, state: &mut State, scan: &mut Scan) -> LineInfo {
-    let chars: Vec<char> = line.chars().collect();
+fn scan_line(
+    line: &str,
+    line_start: usize,
+    number: usize,
+    state: &mut State,
+    scan: &mut Scan,
+    buffers: &mut (Vec<char>, Vec<usize>),
+) -> LineInfo {
+    let (chars, bytes) = buffers;
+    chars.clear();
+    chars.extend(line.chars());
+    let chars: &[char] = chars;
     // Byte offset of each character, and of the end.
-    let mut bytes: Vec<usize> = line.char_indices().map(|(b, _)| b).collect();
+    bytes.clear();
+    bytes.extend(line.char_indices().map(|(b, _)| b));
     bytes.push(line.len());
+    let bytes: &[usize] = bytes;
     let indent = chars.iter().take_while(|c| **c == ' ').count();
     let blank = chars[indent..].iter().all(|c| c.is_whitespace()) || chars.get(indent) == Some(&'#');
     let mut info = LineInfo { number, indent, kind: Kind::Node, levels: Vec::new(), ends: Ends::Closed };
@@ -230,11 +265,11 @@ fn scan_line(line: &str, line_start: usize, number: usize, state: &mut State, sc
     if !inside && let Some((owner, of)) = state.plain {
         // A template's later lines belong to it, even where they start as
         // far left as its key (`{% endfor %}` under `text: {% for … %}`).
-        let template_line = state.plain_slip.is_some() && indent as isize >= owner && is_template_start(&chars, indent);
+        let template_line = state.plain_slip.is_some() && indent as isize >= owner && is_template_start(chars, indent);
         if indent as isize > owner || template_line {
             info.kind = Kind::Continues { of };
             if let Some(slip) = state.plain_slip.and_then(|idx| scan.slips.get_mut(idx)) {
-                let end = template_end(&chars, indent, false);
+                let end = template_end(chars, indent, false);
                 slip.end = line_start + bytes[end];
                 slip.last_line = number;
             }
@@ -256,7 +291,7 @@ fn scan_line(line: &str, line_start: usize, number: usize, state: &mut State, sc
         let c = chars[i];
         if let Some(q) = state.quote {
             let quote = scan.quotes[q].quote;
-            match quote_end(&chars, if scan.quotes[q].line == number { i + 1 } else { i }, quote) {
+            match quote_end(chars, if scan.quotes[q].line == number { i + 1 } else { i }, quote) {
                 Some(end) => {
                     scan.quotes[q].closed = Some(number);
                     state.quote = None;
@@ -288,8 +323,8 @@ fn scan_line(line: &str, line_start: usize, number: usize, state: &mut State, sc
                 i += 1;
                 continue;
             }
-            if is_template_start(&chars, i) {
-                let end = template_end(&chars, i, state.flow > 0);
+            if is_template_start(chars, i) {
+                let end = template_end(chars, i, state.flow > 0);
                 scan.slips.push(Slip {
                     line: number,
                     column: i + 1,
@@ -533,27 +568,6 @@ pub(super) fn explain(file: &Path, text: &str, scan: &Scan, err: &YamlError) -> 
         return Diagnostic::error("yaml-syntax", here, "a tab is used for indentation here; YAML allows only spaces")
             .with_hint("indent with spaces (2 per level is usual); most editors can convert tabs to spaces");
     }
-    // A quote left open (the parser reads on into the next lines).
-    if let Some(quote) = scan.quotes.iter().find(|q| q.line <= err.line && q.closed.is_none_or(|c| c >= err.line)) {
-        let opened = line_text(quote.line);
-        let value: String = opened.chars().skip(quote.column).collect::<String>().trim_end().to_owned();
-        let fixed = format!(
-            "{}{}{}{}",
-            opened.chars().take(quote.column - 1).collect::<String>().trim_start(),
-            quote.quote,
-            value,
-            quote.quote
-        );
-        let message = match quote.closed {
-            Some(line) => format!(
-                "this `{}` is not closed on its line, so the value runs on to line {line} and what follows is not valid YAML",
-                quote.quote
-            ),
-            None => format!("this `{}` is never closed", quote.quote),
-        };
-        return Diagnostic::error("yaml-syntax", at(quote.line, quote.column, 1), message)
-            .with_hint(format!("close the quote at the end of the value: `{fixed}`"));
-    }
     if problem.contains("unknown escape character")
         || problem.contains("hexadecimal number")
         || problem.contains("invalid Unicode character escape")
@@ -584,6 +598,27 @@ pub(super) fn explain(file: &Path, text: &str, scan: &Scan, err: &YamlError) -> 
             "this backslash does not start a valid escape in a double-quoted value",
         )
         .with_hint(hint);
+    }
+    // A quote left open (the parser reads on into the next lines).
+    if let Some(quote) = scan.quotes.iter().find(|q| q.line <= err.line && q.closed.is_none_or(|c| c >= err.line)) {
+        let opened = line_text(quote.line);
+        let value: String = opened.chars().skip(quote.column).collect::<String>().trim_end().to_owned();
+        let fixed = format!(
+            "{}{}{}{}",
+            opened.chars().take(quote.column - 1).collect::<String>().trim_start(),
+            quote.quote,
+            value,
+            quote.quote
+        );
+        let message = match quote.closed {
+            Some(line) => format!(
+                "this `{}` is not closed on its line, so the value runs on to line {line} and what follows is not valid YAML",
+                quote.quote
+            ),
+            None => format!("this `{}` is never closed", quote.quote),
+        };
+        return Diagnostic::error("yaml-syntax", at(quote.line, quote.column, 1), message)
+            .with_hint(format!("close the quote at the end of the value: `{fixed}`"));
     }
     if problem.contains("cannot start any token") {
         let what = match char_at {
