@@ -1001,6 +1001,10 @@ mod tests {
         let (line, _, message, notes) =
             indent_error("a:\n  b: |\n     text\n\n      more\n  c: [1,\n 2]\n  d: \"x\n y\"\n   e: 1\n");
         assert_eq!((line, notes), (10, vec![8]), "{message}");
+        // A list item among keys.
+        let (line, _, message, notes) = indent_error("server:\n  name: b\n  - version: 1\n");
+        assert_eq!((line, notes), (3, vec![2]));
+        assert_eq!(message, "line 3 starts a list item (`- `) at the indentation of the keys above it (line 2)");
         // A text block's lines are indented at least like its first.
         let (line, _, message, notes) = indent_error("a:\n  b: |\n     text\n   more\n");
         assert_eq!((line, notes), (4, vec![3]));

@@ -868,7 +868,31 @@ fn indentation(file: &Path, text: &str, scan: &Scan, upto: usize) -> Option<Diag
                 } else if previous_ends == Ends::Open && popped.is_none() {
                     None
                 } else {
-                    stack.iter().rev().find(|l| l.kind == LevelKind::Dash).map(|dash| (*dash, false))
+                    match stack.iter().rev().find(|l| l.kind == LevelKind::Dash) {
+                        Some(dash) => Some((*dash, false)),
+                        None => {
+                            return Some(
+                                Diagnostic::error(
+                                    "yaml-indent",
+                                    Location {
+                                        file: file.to_path_buf(),
+                                        line: info.number,
+                                        column: indent + 1,
+                                        width: 1,
+                                    },
+                                    format!(
+                                        "line {} starts a list item (`- `) at the indentation of the keys above it (line {})",
+                                        info.number, top.line
+                                    ),
+                                )
+                                .with_note(
+                                    format!("line {}: `{}`", top.line, line_text(top.line).trim()),
+                                    Location { file: file.to_path_buf(), line: top.line, column: top.column + 1, width: 1 },
+                                )
+                                .with_hint("one mapping cannot also hold list items: remove the `- ` to make it a key, or put the list under a key of its own"),
+                            );
+                        }
+                    }
                 }
             }
             Some(_) if previous_ends == Ends::Open && popped.is_none() => None,
