@@ -16,6 +16,14 @@
 //! diagnostic, once that passes [`expansion_limit`] (twice the file's size
 //! plus a mebi-unit): it stops copying at that alias, so memory and time stay
 //! proportional to the file.
+//!
+//! When the file itself is the slip, [`explain`] says so in the writer's
+//! terms: a template written without quotes (`text: {{ n }} x bread`) is
+//! reported once and read as if quoted, so the rest of the file is still
+//! checked; a YAML error becomes the indentation that disagrees with the line
+//! above, the quote left open, the TOML file, and so on. A UTF-8 byte order
+//! mark is ignored, and a local tag (`!important text`) is an error, since
+//! YAML silently leaves it out of the value.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

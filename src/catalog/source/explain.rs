@@ -190,7 +190,7 @@ pub(super) fn may_have_slips(text: &str) -> bool {
     let mut at = 0;
     while let Some(found) = bytes[at..].windows(2).position(|w| w[0] == b'{' && matches!(w[1], b'{' | b'%' | b'#')) {
         let idx = at + found;
-        let before = bytes[..idx].iter().rev().find(|b| **b != b' ');
+        let before = bytes[..idx].iter().rev().find(|b| !matches!(b, b' ' | b'\t'));
         if before.is_none_or(|b| matches!(b, b'\n' | b'-' | b':' | b'[' | b'{' | b',')) {
             return true;
         }
@@ -314,7 +314,7 @@ fn scan_line(
             break;
         }
         if node_start {
-            let next_blank = chars.get(i + 1).is_none_or(|n| *n == ' ');
+            let next_blank = chars.get(i + 1).is_none_or(|n| matches!(n, ' ' | '\t'));
             if (c == '-' || c == '?') && next_blank && state.flow == 0 {
                 if c == '-' {
                     info.levels.push((i, LevelKind::Dash, 1));
@@ -384,7 +384,7 @@ fn scan_line(
             i += 1;
             continue;
         }
-        let next_ends = chars.get(i + 1).is_none_or(|n| *n == ' ')
+        let next_ends = chars.get(i + 1).is_none_or(|n| matches!(n, ' ' | '\t'))
             || (state.flow > 0 && matches!(chars.get(i + 1), Some(',' | ']' | '}')));
         if c == ':' && next_ends {
             if state.flow == 0
@@ -786,7 +786,7 @@ fn key_colon(line: &str) -> Option<usize> {
     if matches!(chars.get(i), Some('"' | '\'' | '{' | '[' | '#') | None) {
         return None;
     }
-    (i..chars.len()).find(|&j| chars[j] == ':' && chars.get(j + 1).is_none_or(|n| *n == ' '))
+    (i..chars.len()).find(|&j| chars[j] == ':' && chars.get(j + 1).is_none_or(|n| matches!(n, ' ' | '\t')))
 }
 
 /// `line` with everything from column `from` (from 0) to its end, comment
