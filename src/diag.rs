@@ -167,7 +167,11 @@ impl SourceCache {
         let idx = match self.files.iter().position(|(path, _)| path == file) {
             Some(idx) => idx,
             None => {
-                self.files.push((file.to_path_buf(), std::fs::read_to_string(file).ok()));
+                // A byte order mark is not part of line 1 (columns do not count it).
+                let text = std::fs::read_to_string(file)
+                    .ok()
+                    .map(|text| text.strip_prefix('\u{feff}').map(str::to_owned).unwrap_or(text));
+                self.files.push((file.to_path_buf(), text));
                 self.files.len() - 1
             }
         };

@@ -121,7 +121,10 @@ pub fn assemble(
         };
         let file_idx = assembled.files.len();
         let parsed = match parse_file(&path, &text, env) {
-            Ok(parsed) => parsed,
+            Ok(mut parsed) => {
+                diagnostics.append(&mut parsed.problems);
+                parsed
+            }
             Err(problems) => {
                 diagnostics.extend(problems);
                 assembled.files.push(Positions::empty(&path));
@@ -136,7 +139,7 @@ pub fn assemble(
         let checked = check_file(&parsed);
         diagnostics.extend(checked.problems);
         declares |= checked.declares;
-        let ParsedFile { value, positions } = parsed;
+        let ParsedFile { value, positions, .. } = parsed;
         let include_is_string = value.get("include").is_some_and(Value::is_string);
         drop(value);
         assembled.files.push(positions);

@@ -16,6 +16,14 @@
 //! diagnostic, once that passes [`expansion_limit`] (twice the file's size
 //! plus a mebi-unit): it stops copying at that alias, so memory and time stay
 //! proportional to the file.
+//!
+//! When the file itself is the slip, [`explain`] says so in the writer's
+//! terms: a template written without quotes (`text: {{ n }} x bread`) is
+//! reported once and read as if quoted, so the rest of the file is still
+//! checked; a YAML error becomes the indentation that disagrees with the line
+//! above, the quote left open, the TOML file, and so on. A UTF-8 byte order
+//! mark is ignored, and a local tag (`!important text`) is an error, since
+//! YAML silently leaves it out of the value.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -23,6 +31,8 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Number, Value};
 
 use crate::diag::{Diagnostic, Location};
+
+mod explain;
 
 /// Where each node of one file starts, keyed by JSON pointer.
 #[derive(Debug, Clone, Default)]
@@ -104,8 +114,9 @@ fn expansion_limit(text: &str) -> usize {
 
 /// What [`read_yaml`] made of a file.
 enum Read {
-    /// The file's value and where its nodes are.
-    Value(Value, Positions),
+    /// The file's value, where its nodes are, and its local tags (`!name`)
+    /// with where each is.
+    Value(Value, Positions, Vec<LocalTag>),
     /// Aliases expand the file past [`expansion_limit`]; nothing else was read.
     TooBig(Diagnostic),
     /// Left to serde_yaml: a syntax error (its messages are the ones carte
@@ -117,17 +128,7 @@ enum Read {
 /// events, without an intermediate tree: a 10,000-tool catalog would
 /// otherwise hold two more copies of itself while loading.
 fn read_yaml(file: &Path, text: &str) -> Read {
-    let mut reader = Reader {
-        positions: Positions::empty(file),
-        stack: Vec::new(),
-        anchors: HashMap::new(),
-        root: None,
-        documents: 0,
-        refused: false,
-        produced: 0,
-        limit: expansion_limit(text),
-        too_big: None,
-    };
+    let mut reader = Reader::new(file, text);
     let parsed = yaml_rust2::parser::Parser::new_from_str(text).load(&mut reader, true);
     // Checked first: serde_yaml would expand the same aliases.
     if let Some(mark) = reader.too_big {
@@ -151,7 +152,7 @@ fn read_yaml(file: &Path, text: &str) -> Read {
     if parsed.is_err() || reader.refused || reader.documents > 1 {
         return Read::Refused;
     }
-    Read::Value(reader.root.unwrap_or(Value::Null), reader.positions)
+    Read::Value(reader.root.unwrap_or(Value::Null), reader.positions, reader.local_tags)
 }
 
 struct Reader {
@@ -171,6 +172,20 @@ struct Reader {
     limit: usize,
     /// The alias that took `produced` past `limit`; from then on, events are ignored.
     too_big: Option<Mark>,
+    /// Where quoted scalars start (line, column), in order, when asked for.
+    quoted: Option<Vec<(u32, u32)>>,
+    /// Local tags (`!name`), which carte gives no meaning, and where they are.
+    local_tags: Vec<LocalTag>,
+}
+
+/// A local tag (`!name`) on a node.
+struct LocalTag {
+    /// Where the node starts.
+    mark: Mark,
+    /// The tag as written.
+    tag: String,
+    /// Whether the node is a scalar (or a collection).
+    scalar: bool,
 }
 
 /// A collection being read. Each remembers its anchor and the value of
@@ -200,6 +215,22 @@ enum Slot {
 }
 
 impl Reader {
+    fn new(file: &Path, text: &str) -> Reader {
+        Reader {
+            positions: Positions::empty(file),
+            stack: Vec::new(),
+            anchors: HashMap::new(),
+            root: None,
+            documents: 0,
+            refused: false,
+            produced: 0,
+            limit: expansion_limit(text),
+            too_big: None,
+            quoted: None,
+            local_tags: Vec::new(),
+        }
+    }
+
     /// Records where a node starts; says whether it is a key or a value.
     fn place(&mut self, mark: Mark, key_text: Option<&str>) -> Slot {
         let (pointer, key) = match self.stack.last_mut() {
@@ -275,6 +306,17 @@ impl Reader {
         }
     }
 
+    /// Remembers a local tag (`!name`): YAML drops it from the value, which a
+    /// person who wrote `description: !important …` does not expect.
+    fn note_tag(&mut self, tag: Option<&yaml_rust2::parser::Tag>, mark: Mark, scalar: bool) {
+        if let Some(tag) = tag
+            && tag.handle == "!"
+            && self.local_tags.len() < MAX_LOCAL_TAGS
+        {
+            self.local_tags.push(LocalTag { mark, tag: format!("!{}", tag.suffix), scalar });
+        }
+    }
+
     /// Records what a copy of an anchored node carte does not keep costs.
     fn remember_cost(&mut self, anchor: usize, cost: usize) {
         if anchor > 0 {
@@ -304,6 +346,16 @@ impl yaml_rust2::parser::MarkedEventReceiver for Reader {
         match event {
             yaml_rust2::Event::DocumentStart => self.documents += 1,
             yaml_rust2::Event::Scalar(text, style, anchor, tag) => {
+                self.note_tag(tag.as_ref(), mark, true);
+                if let Some(quoted) = &mut self.quoted
+                    && matches!(
+                        style,
+                        yaml_rust2::scanner::TScalarStyle::SingleQuoted
+                            | yaml_rust2::scanner::TScalarStyle::DoubleQuoted
+                    )
+                {
+                    quoted.push((mark.line, mark.column));
+                }
                 let cost = 1 + text.len();
                 self.produced += cost;
                 let width = if text.contains('\n') { 1 } else { narrow(text.chars().count().max(1)) };
@@ -327,8 +379,14 @@ impl yaml_rust2::parser::MarkedEventReceiver for Reader {
                     }
                 }
             }
-            yaml_rust2::Event::MappingStart(anchor, _) => self.open(mark, true, anchor),
-            yaml_rust2::Event::SequenceStart(anchor, _) => self.open(mark, false, anchor),
+            yaml_rust2::Event::MappingStart(anchor, tag) => {
+                self.note_tag(tag.as_ref(), mark, false);
+                self.open(mark, true, anchor);
+            }
+            yaml_rust2::Event::SequenceStart(anchor, tag) => {
+                self.note_tag(tag.as_ref(), mark, false);
+                self.open(mark, false, anchor);
+            }
             yaml_rust2::Event::MappingEnd | yaml_rust2::Event::SequenceEnd => self.close(),
             _ => {}
         }
@@ -416,70 +474,165 @@ pub struct ParsedFile {
     pub value: Value,
     /// Where everything in it is.
     pub positions: Positions,
+    /// Errors found while reading that did not stop it: the file was read as
+    /// if they were fixed (an unquoted template is read as the quoted text),
+    /// so later stages check the rest of it in the same run.
+    pub problems: Vec<Diagnostic>,
+}
+
+/// At most this many local tags are reported per file.
+const MAX_LOCAL_TAGS: usize = 20;
+
+/// The error for a local tag (`!name`) on the node at `mark`: YAML reads
+/// `!important text` as the tag `!important` on the value `text`.
+fn local_tag(path: &Path, text: &str, mark: Mark, tag: &str, scalar: bool) -> Diagnostic {
+    // The node's mark is at the tag, or for a block collection at its first
+    // key, lines below: the tag is the last one written before the mark.
+    let lines: Vec<&str> =
+        text.lines().skip((mark.line as usize).saturating_sub(4)).take(4.min(mark.line as usize)).collect();
+    let first_line = (mark.line as usize).saturating_sub(lines.len()) + 1;
+    let found = lines.iter().enumerate().rev().find_map(|(idx, line)| {
+        let limit = if idx + 1 == lines.len() {
+            line.char_indices().nth(mark.column as usize + tag.len()).map_or(line.len(), |(b, _)| b)
+        } else {
+            line.len()
+        };
+        let byte = line[..limit].rfind(tag)?;
+        Some((first_line + idx, line[..byte].chars().count() + 1, *line))
+    });
+    let (line_number, column, line) = found.unwrap_or((mark.line as usize, mark.column as usize, ""));
+    let diagnostic = Diagnostic::error(
+        "yaml-tag",
+        Location { file: path.to_path_buf(), line: line_number, column, width: tag.chars().count() },
+        format!("`{tag}` is a YAML tag, which carte does not use: YAML leaves it out of the value"),
+    );
+    match explain::requote_from(line, column - 1).filter(|_| scalar) {
+        Some(fixed) => diagnostic.with_hint(format!("to keep `{tag}` as text, put the value in quotes: `{fixed}`")),
+        None => diagnostic.with_hint(format!("remove `{tag}`; carte reads the value without it")),
+    }
 }
 
 /// Reads and parses one catalog file. A YAML syntax error or an unreadable
 /// file is a single diagnostic; `${VAR}` problems are reported all together.
+/// A UTF-8 byte order mark at the start is ignored.
 pub fn parse_file(
     path: &Path,
     text: &str,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<ParsedFile, Vec<Diagnostic>> {
-    let (mut value, positions) = match read_yaml(path, text) {
-        Read::Value(value, positions) => (value, positions),
-        Read::TooBig(diagnostic) => return Err(vec![diagnostic]),
-        Read::Refused => match serde_yaml::from_str::<serde_yaml::Value>(text) {
+    let original = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let mut problems = Vec::new();
+    let mut text = std::borrow::Cow::Borrowed(original);
+    let mut fixed: Vec<(explain::Slip, usize)> = Vec::new();
+    let scan = if explain::may_have_slips(original) { explain::scan(original, false) } else { Default::default() };
+    let mut unconfirmed = Vec::new();
+    if !scan.slips.is_empty() {
+        let (confirmed, rest) = confirm_slips(path, original, &scan.slips);
+        unconfirmed = rest;
+        if !confirmed.is_empty() {
+            for slip in &confirmed {
+                problems.push(explain::template_diagnostic(path, original, slip));
+            }
+            let (patched, growth) = quote_slips(original, &confirmed);
+            fixed = confirmed.into_iter().zip(growth).collect();
+            text = std::borrow::Cow::Owned(patched);
+        }
+    }
+    let (mut value, positions) = match read_yaml(path, &text) {
+        Read::Value(value, positions, local_tags) => {
+            for tag in local_tags {
+                problems.push(local_tag(path, original, tag.mark, &tag.tag, tag.scalar));
+            }
+            (value, positions)
+        }
+        Read::TooBig(diagnostic) => {
+            problems.push(diagnostic);
+            return Err(problems);
+        }
+        Read::Refused => match serde_yaml::from_str::<serde_yaml::Value>(&text) {
             Ok(yaml) => (yaml_to_json(yaml), Positions::empty(path)),
-            Err(err) => return Err(vec![yaml_error(path, &err)]),
+            Err(err) => {
+                // Explained from the text as read, shown as written (quoting
+                // a template adds no line).
+                let scan = explain::scan(&text, true);
+                let mut diagnostic = yaml_error(path, original, &scan, &err);
+                // Columns after a quoted template are the original's.
+                for (slip, growth) in &fixed {
+                    if slip.line == diagnostic.location.line && slip.column < diagnostic.location.column {
+                        diagnostic.location.column = diagnostic.location.column.saturating_sub(*growth).max(1);
+                    }
+                }
+                // An error among the lines of a template the parser could not
+                // confirm (one that stays invalid quoted) is still that template.
+                let line = diagnostic.location.line;
+                match unconfirmed.iter().find(|slip| slip.line <= line && line <= slip.last_line) {
+                    Some(slip) => problems.push(explain::template_diagnostic(path, original, slip)),
+                    None => problems.push(diagnostic),
+                }
+                return Err(problems);
+            }
         },
     };
     if value.is_null() {
         value = Value::Object(Map::new());
     }
     if !value.is_object() {
-        return Err(vec![
+        problems.push(explain::not_yaml(path, &text).unwrap_or_else(|| {
             Diagnostic::error(
                 "not-a-mapping",
                 positions.locate(""),
                 "a catalog file must be a mapping of keys (server, tools, prompts, …)",
             )
-            .with_hint("start the file with a key such as `tools:`"),
-        ]);
+            .with_hint("start the file with a key such as `tools:`")
+        }));
+        return Err(problems);
     }
-    let mut problems = Vec::new();
-    expand_env(&mut value, &mut String::new(), &positions, env, &mut problems);
-    if problems.is_empty() { Ok(ParsedFile { value, positions }) } else { Err(problems) }
+    let mut env_problems = Vec::new();
+    expand_env(&mut value, &mut String::new(), &positions, env, &mut env_problems);
+    if env_problems.is_empty() {
+        Ok(ParsedFile { value, positions, problems })
+    } else {
+        problems.extend(env_problems);
+        Err(problems)
+    }
 }
 
-fn yaml_error(path: &Path, err: &serde_yaml::Error) -> Diagnostic {
-    let (line, column) = err.location().map(|l| (l.line(), l.column())).unwrap_or((1, 1));
-    let mut message = err.to_string();
-    // serde_yaml appends " at line X column Y"; the location is printed already.
-    if let Some(idx) = message.find(" at line ") {
-        message.truncate(idx);
+/// The unquoted templates the parser agrees are values: with them quoted,
+/// each is read as a quoted string starting where the template started.
+/// Returns those and the others.
+fn confirm_slips(path: &Path, text: &str, slips: &[explain::Slip]) -> (Vec<explain::Slip>, Vec<explain::Slip>) {
+    let (patched, _) = quote_slips(text, slips);
+    let mut reader = Reader::new(path, &patched);
+    reader.quoted = Some(Vec::new());
+    // Events up to an error still arrive, so templates above a remaining
+    // syntax error are confirmed.
+    let _ = yaml_rust2::parser::Parser::new_from_str(&patched).load(&mut reader, true);
+    let mut quoted = reader.quoted.unwrap_or_default();
+    quoted.sort_unstable();
+    slips.iter().cloned().partition(|slip| quoted.binary_search(&(narrow(slip.line), narrow(slip.column))).is_ok())
+}
+
+/// `text` with each slip's value in quotes, and how many characters each grew by.
+fn quote_slips(text: &str, slips: &[explain::Slip]) -> (String, Vec<usize>) {
+    let mut out = String::with_capacity(text.len() + slips.len() * 2);
+    let mut growth = Vec::with_capacity(slips.len());
+    let mut at = 0;
+    for slip in slips {
+        out.push_str(&text[at..slip.start]);
+        let value = &text[slip.start..slip.end];
+        let quoted = explain::quoted(value);
+        growth.push(quoted.chars().count() - value.chars().count());
+        out.push_str(&quoted);
+        at = slip.end;
     }
-    let hint = if message.contains("mapping values are not allowed") {
-        Some(
-            "a value containing `: ` or ending in `:` must be quoted, e.g. description: \"Note: …\" or url: \"sqlite::memory:\"",
-        )
-    } else if message.contains("found character that cannot start any token") || message.contains("tab character") {
-        Some("YAML does not allow tabs for indentation; indent with spaces")
-    } else if message.contains("did not find expected key") || message.contains("block mapping") {
-        Some("check the indentation of this line against the lines above it")
-    } else if message.contains("duplicate entry") {
-        Some("each key may appear once per mapping; remove or rename one of them")
-    } else {
-        None
-    };
-    let diagnostic = Diagnostic::error(
-        "yaml-syntax",
-        Location { file: path.to_path_buf(), line, column, width: 1 },
-        format!("invalid YAML: {message}"),
-    );
-    match hint {
-        Some(hint) => diagnostic.with_hint(hint),
-        None => diagnostic,
-    }
+    out.push_str(&text[at..]);
+    (out, growth)
+}
+
+fn yaml_error(path: &Path, text: &str, scan: &explain::Scan, err: &serde_yaml::Error) -> Diagnostic {
+    let location = err.location().map(|l| (l.line(), l.column()));
+    let parsed = explain::parse_error(&err.to_string(), location);
+    explain::explain(path, text, scan, &parsed)
 }
 
 fn yaml_to_json(yaml: serde_yaml::Value) -> Value {
@@ -662,7 +815,7 @@ mod tests {
     #[test]
     fn reads_yaml_like_serde_yaml() {
         let text = "a: 1\nb: -2\nc: 1.5\nd: true\ne: ~\nf: '1'\ng: 0x1F\nh: .inf\ni: 1e3\nj: !!str 7\nk: &x [1, {m: n}]\nl: *x\n\"o\": |\n  text\np: 1-2\nq:\n";
-        let Read::Value(ours, _) = read_yaml(Path::new("c.yaml"), text) else { panic!("not read") };
+        let Read::Value(ours, ..) = read_yaml(Path::new("c.yaml"), text) else { panic!("not read") };
         let theirs = yaml_to_json(serde_yaml::from_str::<serde_yaml::Value>(text).unwrap());
         assert_eq!(ours, theirs);
         assert_eq!(ours["g"], json!(31));
@@ -673,7 +826,7 @@ mod tests {
     fn leaves_duplicate_keys_and_bad_yaml_to_serde_yaml() {
         assert!(matches!(read_yaml(Path::new("c.yaml"), "a: 1\na: 2\n"), Read::Refused));
         let err = parse_file(Path::new("c.yaml"), "a: 1\na: 2\n", &env).unwrap_err();
-        assert!(err[0].message.contains("duplicate entry"), "{}", err[0].message);
+        assert_eq!(err[0].message, "the key `a` appears twice in the same mapping");
         let err = parse_file(Path::new("c.yaml"), "a: [1\n", &env).unwrap_err();
         assert_eq!(err[0].code, "yaml-syntax");
     }
@@ -748,7 +901,134 @@ mod tests {
     #[test]
     fn yaml_errors_have_a_location() {
         let err = parse_file(Path::new("c.yaml"), "tools:\n  - name: a\n   bad: [\n", &env).unwrap_err();
-        assert_eq!(err[0].code, "yaml-syntax");
-        assert!(err[0].location.line >= 2, "{:?}", err[0]);
+        assert_eq!(err[0].code, "yaml-indent");
+        assert_eq!((err[0].location.line, err[0].location.column), (3, 4), "{:?}", err[0]);
+        assert_eq!(err[0].message, "line 3 is indented 3 spaces, but line 2 above it at the same level has 4");
+    }
+
+    fn parse(text: &str) -> Result<ParsedFile, Vec<Diagnostic>> {
+        parse_file(Path::new("c.yaml"), text, &env)
+    }
+
+    #[test]
+    fn unquoted_templates_are_read_as_text_and_reported_once() {
+        // Parses as YAML (a flow mapping), fails as YAML, and inside a flow mapping.
+        for (text, column, width) in [
+            ("run:\n  text: {{ quantity }}\n", 9, 14),
+            ("run:\n  text: {{ quantity }} x bread  # note\n", 9, 22),
+            ("run: { text: {% if a %}b{% endif %}, other: 1 }\n", 14, 22),
+            ("run:\n  - {# c #} {{ a }}\n", 5, 15),
+        ] {
+            let parsed = parse(text).unwrap_or_else(|err| panic!("{text:?}: {err:?}"));
+            assert_eq!(parsed.problems.len(), 1, "{text:?}: {:?}", parsed.problems);
+            let problem = &parsed.problems[0];
+            assert_eq!(problem.code, "unquoted-template");
+            assert_eq!((problem.location.column, problem.location.width), (column, width), "{text:?}");
+            let value = parsed.positions.locate(if text.contains("- ") { "/run/0" } else { "/run/text" });
+            assert_eq!(value.column, column, "{text:?}: the value is where the template was");
+        }
+        let parsed = parse("run:\n  text: {{ quantity }} x bread  # note\n").unwrap();
+        assert_eq!(parsed.value["run"]["text"], json!("{{ quantity }} x bread"));
+        let hint = parsed.problems[0].hint.clone().unwrap_or_default();
+        assert!(hint.contains("`text: \"{{ quantity }} x bread\"  # note`"), "{hint}");
+        // A template with `"` in it is shown (and read) in single quotes.
+        let parsed = parse("text: {{ fail(\"no\") }}\n").unwrap();
+        assert_eq!(parsed.value["text"], json!("{{ fail(\"no\") }}"));
+        assert!(parsed.problems[0].hint.as_deref().unwrap_or("").contains("`text: '{{ fail(\"no\") }}'`"));
+    }
+
+    #[test]
+    fn templates_in_quotes_and_block_scalars_are_not_reported() {
+        let text = "a: \"{{ x }}\"\nb: '{% if y %}'\nc: |\n  {{ x }}\n  {% if y %}\nd: >-\n  {# c #}\ne: text {{ x }}\nf: \"multi\n  {{ x }}\"\ng: plain\n  {{ x }} continued\n";
+        let parsed = parse(text).unwrap();
+        assert!(parsed.problems.is_empty(), "{:?}", parsed.problems);
+        assert_eq!(parsed.value["g"], json!("plain {{ x }} continued"));
+    }
+
+    #[test]
+    fn a_template_and_a_later_syntax_error_are_both_reported() {
+        let err = parse("a:\n  text: {{ x }} y\n  b: [1\n").unwrap_err();
+        assert_eq!(err.len(), 2, "{err:?}");
+        assert_eq!(err[0].code, "unquoted-template");
+        assert_eq!(err[1].code, "yaml-syntax");
+        assert_eq!(err[1].location.line, 3, "{:?}", err[1]);
+    }
+
+    #[test]
+    fn a_byte_order_mark_is_ignored() {
+        let parsed = parse("\u{feff}server:\n  name: x\n").unwrap();
+        assert_eq!(parsed.value, json!({ "server": { "name": "x" } }));
+        let key = parsed.positions.locate_key("/server");
+        assert_eq!((key.line, key.column), (1, 1));
+        // serde_yaml's pass too (a duplicate key leaves the file to it).
+        let err = parse("\u{feff}a: 1\na: 2\n").unwrap_err();
+        assert_eq!(err[0].message, "the key `a` appears twice in the same mapping");
+        let err = parse("\u{feff}tools: {{ x }}\n").unwrap();
+        assert_eq!(err.problems[0].location.column, 8);
+    }
+
+    #[test]
+    fn toml_is_not_a_catalog() {
+        for text in ["[package]\nname = \"x\"\n\n[dependencies]\nserde = \"1\"\n", "name = \"x\"\n", "[server]\n"] {
+            let err = parse(text).unwrap_err();
+            assert_eq!(err.len(), 1, "{text:?}: {err:?}");
+            assert_eq!(err[0].code, "not-a-catalog", "{text:?}: {err:?}");
+        }
+        // A YAML sequence is still "not a mapping".
+        assert_eq!(parse("- a\n- b\n").unwrap_err()[0].code, "not-a-mapping");
+    }
+
+    #[test]
+    fn local_tags_are_reported_where_they_are_written() {
+        let parsed = parse("a: !important text\nb: !!str 7\nc: !obj\n  d: 1\n").unwrap();
+        let found: Vec<_> =
+            parsed.problems.iter().map(|p| (p.code, p.location.line, p.location.column, p.location.width)).collect();
+        assert_eq!(found, [("yaml-tag", 1, 4, 10), ("yaml-tag", 3, 4, 4)]);
+        assert!(parsed.problems[0].hint.as_deref().unwrap_or("").contains("`a: \"!important text\"`"));
+        assert!(parsed.problems[1].hint.as_deref().unwrap_or("").starts_with("remove `!obj`"));
+    }
+
+    fn indent_error(text: &str) -> (usize, usize, String, Vec<usize>) {
+        let err = parse(text).unwrap_err();
+        assert_eq!(err.len(), 1, "{err:?}");
+        let d = &err[0];
+        (d.location.line, d.location.column, d.message.clone(), d.notes.iter().map(|n| n.location.line).collect())
+    }
+
+    #[test]
+    fn indentation_names_both_lines() {
+        let (line, column, message, notes) = indent_error("a:\n    b: 1\n  c: 2\n");
+        assert_eq!((line, column, notes), (3, 3, vec![2]));
+        assert_eq!(message, "line 3 is indented 2 spaces, but line 2 above it at the same level has 4");
+        // A list written at its key's own indentation is fine; an item one space off is not.
+        assert!(parse("a:\n- b: 1\n  c: 2\n- b: 3\nd: 4\n").is_ok());
+        let (line, _, message, notes) = indent_error("a:\n- b: 1\n  c: 2\n - b: 3\n");
+        assert_eq!((line, notes), (4, vec![2]));
+        assert_eq!(message, "line 4 is indented 1 space, but line 2 above it at the same level has 0");
+        // Block scalars, quoted values over several lines and flow collections are not structure.
+        let (line, _, message, notes) =
+            indent_error("a:\n  b: |\n     text\n\n      more\n  c: [1,\n 2]\n  d: \"x\n y\"\n   e: 1\n");
+        assert_eq!((line, notes), (10, vec![8]), "{message}");
+        // A list item among keys.
+        let (line, _, message, notes) = indent_error("server:\n  name: b\n  - version: 1\n");
+        assert_eq!((line, notes), (3, vec![2]));
+        assert_eq!(message, "line 3 starts a list item (`- `) at the indentation of the keys above it (line 2)");
+        // A text block's lines are indented at least like its first.
+        let (line, _, message, notes) = indent_error("a:\n  b: |\n     text\n   more\n");
+        assert_eq!((line, notes), (4, vec![3]));
+        assert_eq!(
+            message,
+            "line 4 is indented 3 spaces, but line 3 above it, the first of the same text block, has 5"
+        );
+    }
+
+    #[test]
+    fn windows_line_endings_keep_positions() {
+        let parsed = parse("run:\r\n  text: {{ x }} y\r\n  other: 1\r\n").unwrap();
+        assert_eq!(parsed.value["run"]["text"], json!("{{ x }} y"));
+        let problem = &parsed.problems[0];
+        assert_eq!((problem.location.line, problem.location.column, problem.location.width), (2, 9, 9));
+        let (line, column, _, notes) = indent_error("a:\r\n    b: 1\r\n  c: 2\r\n");
+        assert_eq!((line, column, notes), (3, 3, vec![2]));
     }
 }
