@@ -91,7 +91,7 @@ pub fn sleep_of(millis: u64) -> Result<Duration, String> {
 /// A `sleep` as written or rendered: `250ms`, `2s`, `1.5m`, or a number of
 /// milliseconds; at most [`MAX_SLEEP`].
 pub fn parse_sleep(text: &str) -> Result<Duration, String> {
-    sleep_of(crate::catalog::millis_of(text)?)
+    sleep_of(crate::duration::millis_of(text)?)
 }
 
 /// Awaits `work` unless the client cancels first.
