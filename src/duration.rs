@@ -1,5 +1,6 @@
 //! Durations as a catalog writes them (`250ms`, `5s`, `1.5m`, `1h`, or a
-//! number of milliseconds) and as carte prints them back.
+//! number of milliseconds), as carte prints them back, and the longest a
+//! `sleep` step may wait.
 //!
 //! A leaf module: the catalog format, the steps and the effects all read
 //! durations, and none of them owns the others.
@@ -54,6 +55,24 @@ pub fn show_duration(duration: Duration) -> String {
         ms if ms % 1000 == 0 => format!("{}s", ms / 1000),
         ms => format!("{ms}ms"),
     }
+}
+
+/// The longest a `sleep` step waits.
+pub const MAX_SLEEP: Duration = Duration::from_secs(10 * 60);
+
+/// A `sleep` of `millis` milliseconds, if it is at most [`MAX_SLEEP`].
+pub fn sleep_of(millis: u64) -> Result<Duration, String> {
+    let duration = Duration::from_millis(millis);
+    if duration > MAX_SLEEP {
+        return Err(format!("a sleep of {millis} ms is longer than 10 minutes"));
+    }
+    Ok(duration)
+}
+
+/// A `sleep` as written or rendered: `250ms`, `2s`, `1.5m`, or a number of
+/// milliseconds; at most [`MAX_SLEEP`].
+pub fn parse_sleep(text: &str) -> Result<Duration, String> {
+    sleep_of(millis_of(text)?)
 }
 
 #[cfg(test)]

@@ -300,7 +300,7 @@ impl Builder<'_> {
 /// Reads a `sleep` duration: milliseconds, or `250ms`, `2s`, `1m`.
 pub(super) fn parse_duration(spec: &SleepSpec) -> Result<std::time::Duration, String> {
     match spec {
-        SleepSpec::Millis(ms) => crate::run::steps::sleep_of(*ms),
-        SleepSpec::Text(text) => crate::run::steps::parse_sleep(text),
+        SleepSpec::Millis(ms) => crate::duration::sleep_of(*ms),
+        SleepSpec::Text(text) => crate::duration::parse_sleep(text),
     }
 }
