@@ -7,7 +7,11 @@
 //!    and `lint` what YAML reads differently from what was meant (`no`, ` #`);
 //! 3. [`assemble`]: follow `include:` globs and merge the files;
 //! 4. [`build`]: semantic checks (names, duplicates, JSON Schemas, templates
-//!    and their variables, resources, SQL) while building the runtime form.
+//!    and their variables, resources, and each tool's effect through its
+//!    module in [`crate::effect`]) while building the runtime form.
+//!
+//! The catalog depends on [`crate::effect`] (the effects' specs, checks and
+//! checked forms) and never on `run` or `server`, which depend on it.
 //!
 //! **Invariant:** a `Catalog` only exists if it had no errors; it never
 //! changes after it is built (a reload builds a new one), so a request that

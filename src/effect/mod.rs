@@ -7,7 +7,7 @@
 //! variables its result template sees out). The catalog depends on this
 //! module for the specs and the checked forms, and `run` calls them; an
 //! effect depends on neither. Adding an effect is its module and one line
-//! in [`effects!`] below (and, for one with a top-level block such as
+//! in `effects!` below (and, for one with a top-level block such as
 //! `databases:`, that block's key in the format and its field in
 //! [`Sections`]).
 //!

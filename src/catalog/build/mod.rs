@@ -1,13 +1,15 @@
 //! Semantic checks, and building the runtime [`Catalog`] from the merged
 //! declarations: names and duplicates, JSON Schemas, templates (syntax and
-//! variables), resources and URI templates, databases and SQL statements.
+//! variables), resources and URI templates; effects (databases and SQL
+//! statements) are checked by their own modules in [`crate::effect`].
 //! Every check reports into one list so that a person sees all problems of a
 //! catalog in one run.
 //!
 //! This file holds the [`Builder`] and what every kind of entry shares
-//! (names, descriptions, duplicates); each kind has its own file: `tools.rs`,
-//! `prompts.rs`, `resources.rs`, and what they use: `templates.rs`,
-//! `schemas.rs`, `databases.rs`.
+//! (names, descriptions, duplicates, unused arguments, and handing each
+//! effect what it is checked against); each kind has its own file:
+//! `tools.rs`, `prompts.rs`, `resources.rs`, and what they use:
+//! `templates.rs`, `schemas.rs`.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
