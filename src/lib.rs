@@ -4,6 +4,8 @@
 //! # Layout
 //! - [`catalog`]: YAML files → validated, immutable [`catalog::Catalog`] (no tokio, no rmcp);
 //! - [`diag`]: diagnostics and how they are printed;
+//! - [`effect`]: what tools do before their result renders (`sql`): each
+//!   effect's keys, load-time checks and run, in its own module;
 //! - [`render`]: the minijinja environment (`fail()`, fuel);
 //! - [`run`], [`prompt`], [`resource`], [`content`]: what tools, prompts and
 //!   resources produce from a catalog snapshot, in carte's own types;
@@ -19,6 +21,8 @@
 pub mod catalog;
 pub mod content;
 pub mod diag;
+pub mod duration;
+pub mod effect;
 pub mod prompt;
 pub mod reload;
 pub mod render;

@@ -7,7 +7,11 @@
 //!    and `lint` what YAML reads differently from what was meant (`no`, ` #`);
 //! 3. [`assemble`]: follow `include:` globs and merge the files;
 //! 4. [`build`]: semantic checks (names, duplicates, JSON Schemas, templates
-//!    and their variables, resources, SQL) while building the runtime form.
+//!    and their variables, resources, and each tool's effect through its
+//!    module in [`crate::effect`]) while building the runtime form.
+//!
+//! The catalog depends on [`crate::effect`] (the effects' specs, checks and
+//! checked forms) and never on `run` or `server`, which depend on it.
 //!
 //! **Invariant:** a `Catalog` only exists if it had no errors; it never
 //! changes after it is built (a reload builds a new one), so a request that
@@ -22,8 +26,6 @@ mod assemble;
 mod build;
 mod lint;
 
-pub(crate) use build::millis_of;
-
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -32,7 +34,8 @@ use indexmap::IndexMap;
 use serde_json::{Map, Value};
 
 use crate::diag::Diagnostic;
-use crate::run::sql::Database;
+use crate::effect::Effect;
+use crate::effect::sql::DatabaseEntry;
 use crate::uri_template::UriTemplate;
 
 pub use model::Role;
@@ -201,34 +204,6 @@ pub enum Amount {
     Template(String),
 }
 
-/// A tool's side effect.
-pub enum Effect {
-    /// One SQL statement.
-    Sql {
-        /// The database it runs on.
-        database: Arc<Database>,
-        /// The statement, with `:named` parameters.
-        statement: String,
-        /// How long it may run.
-        timeout: std::time::Duration,
-    },
-}
-
-/// A database of a catalog: loading checked its `setup` and statements on a
-/// scratch copy; [`Catalog::apply_setup`] applies `setup` for real.
-pub struct DatabaseEntry {
-    /// The database, shared with the catalog this one replaces if the URL is the same.
-    pub database: Arc<Database>,
-    /// Its `setup` statements.
-    pub setup: Vec<String>,
-    /// Where each `setup` statement is declared.
-    pub setup_locations: Vec<crate::diag::Location>,
-    /// Where its `url` is declared.
-    pub url_location: crate::diag::Location,
-    /// How long one statement may run.
-    pub timeout: std::time::Duration,
-}
-
 /// How a tool's result is rendered.
 pub enum ResultSpec {
     /// One text block from this template.
@@ -345,41 +320,8 @@ impl Catalog {
     /// it changed since it was last applied), all or nothing. Loading never
     /// does this: call it once the catalog is accepted, before serving it.
     pub fn apply_setup(&self) -> Result<(), Vec<Diagnostic>> {
-        let entries: Vec<(&String, &DatabaseEntry)> = self.databases.iter().collect();
-        let plans: Vec<crate::run::sql::SetupPlan<'_>> = entries
-            .iter()
-            .map(|(_, entry)| crate::run::sql::SetupPlan {
-                database: &entry.database,
-                statements: &entry.setup,
-                timeout: entry.timeout,
-            })
-            .collect();
-        crate::run::sql::apply_setup(&plans).map_err(|failure| {
-            let Some((name, entry)) = entries.get(failure.plan) else {
-                return vec![Diagnostic::error(
-                    "database-setup",
-                    crate::diag::Location::file_start(&self.inputs.files.first().cloned().unwrap_or_default()),
-                    failure.message,
-                )];
-            };
-            let diagnostic = match failure.statement.and_then(|idx| entry.setup_locations.get(idx)) {
-                Some(location) => {
-                    let mut diagnostic = Diagnostic::error(
-                        "database-setup",
-                        location.clone(),
-                        format!("setup of database `{name}` failed: {}", failure.message),
-                    );
-                    diagnostic.hint = Some(build::setup_hint(&failure.message));
-                    diagnostic
-                }
-                None => Diagnostic::error(
-                    "database-open",
-                    entry.url_location.clone(),
-                    format!("cannot open database `{name}`: {}", failure.message),
-                ),
-            };
-            vec![diagnostic]
-        })
+        let file = self.inputs.files.first().cloned().unwrap_or_default();
+        crate::effect::sql::apply_setup(&self.databases, crate::diag::Location::file_start(&file))
     }
 
     /// The tool named `name`.

@@ -12,6 +12,9 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
+pub use crate::duration::DurationSpec;
+pub use crate::effect::sql::{DatabaseSpec, SqlSpec, Statements};
+
 /// One catalog file: the root catalog, or a file it includes.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -91,55 +94,6 @@ pub struct ServerSpec {
     pub templates: Option<String>,
 }
 
-/// A named database.
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-#[schemars(title = "database")]
-pub struct DatabaseSpec {
-    /// `sqlite:path/to/file.db` (relative to this file) or `"sqlite::memory:"` (quoted: it ends in a colon).
-    pub url: String,
-    /// Statements run in order, in one transaction, once the catalog is accepted (at start-up and
-    /// on each reload that changes them); they must be idempotent (`CREATE TABLE IF NOT EXISTS …`).
-    #[serde(default)]
-    pub setup: Option<Statements>,
-    /// How long one statement may run before it is stopped (`500ms`, `5s`, `1m`; default `5s`, at
-    /// most `1h`). A cancelled call stops its statement too.
-    #[serde(default)]
-    pub timeout: Option<DurationSpec>,
-}
-
-/// A duration: milliseconds, or a number with a unit (`250ms`, `5s`, `1m`, `1h`).
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
-#[serde(untagged)]
-#[schemars(title = "duration")]
-pub enum DurationSpec {
-    /// Milliseconds.
-    Millis(u64),
-    /// `250ms`, `5s`, `1m`, `1h`.
-    Text(String),
-}
-
-/// One SQL statement or a list of them.
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
-#[serde(untagged)]
-#[schemars(title = "SQL statements")]
-pub enum Statements {
-    /// A single statement.
-    One(String),
-    /// Several statements, run in order.
-    Many(Vec<String>),
-}
-
-impl Statements {
-    /// The statements, however they were written.
-    pub fn list(&self) -> Vec<&str> {
-        match self {
-            Statements::One(one) => vec![one.as_str()],
-            Statements::Many(many) => many.iter().map(String::as_str).collect(),
-        }
-    }
-}
-
 /// A tool: what `tools/list` shows and what `tools/call` does.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -193,9 +147,9 @@ pub struct ToolAnnotationsSpec {
 #[serde(deny_unknown_fields)]
 #[schemars(title = "run")]
 pub struct RunSpec {
-    /// Runs one SQL statement on a `databases` entry; its rows are `rows` in the result template.
-    #[serde(default)]
-    pub sql: Option<SqlSpec>,
+    /// Its effect: one key per effect (`sql`), each with its own spec.
+    #[serde(flatten)]
+    pub effects: crate::effect::Specs,
     /// Inline minijinja template of the result text.
     #[serde(default)]
     pub text: Option<String>,
@@ -340,17 +294,6 @@ pub struct SampleMessageSpec {
     pub role: Role,
     /// A template of the message text.
     pub text: String,
-}
-
-/// The `sql` effect.
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-#[schemars(title = "sql effect")]
-pub struct SqlSpec {
-    /// The name of a `databases` entry.
-    pub database: String,
-    /// One statement; `:name` parameters are the tool's arguments.
-    pub statement: String,
 }
 
 /// One content block of a tool result or a prompt message.

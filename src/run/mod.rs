@@ -1,11 +1,11 @@
 //! Running a tool: check the arguments against `inputSchema`, run the
 //! effect (if any), then render the result.
 //!
-//! Each effect lives in its own file (`sql` now; `command` and `http` slot in
-//! beside it): an effect takes the arguments and gives the variables its
-//! result template sees (`rows` for `sql`). The result is rendered before
-//! the effect's work is final: `sql` hands its rows to the render inside the
-//! statement's transaction ([`sql::Database::transact`]) and commits only if
+//! Each effect is a module of [`crate::effect`] (`sql` now): it takes the
+//! arguments and gives the variables its result template sees (`rows` for
+//! `sql`). The result is rendered before the effect's work is final: `sql`
+//! hands its rows to the render inside the statement's transaction
+//! ([`crate::effect::sql::engine::Database::transact`]) and commits only if
 //! the result succeeded, so a result that fails (`fail()`, a render error,
 //! an `outputSchema` violation, the timeout, a cancelled call) changes
 //! nothing and a retry cannot do the work twice. Steps (which may wait for
@@ -14,7 +14,6 @@
 //! Every failure a caller can cause or a catalog can hit at run time becomes
 //! an `isError` result, never a crash and never a protocol error.
 
-pub mod sql;
 pub mod steps;
 
 use std::collections::BTreeMap;
@@ -23,8 +22,9 @@ use std::sync::Arc;
 use minijinja::Value as TemplateValue;
 use serde_json::{Map, Value};
 
-use crate::catalog::{Catalog, Effect, ResultSpec, Tool};
+use crate::catalog::{Catalog, ResultSpec, Tool};
 use crate::content::{Output, render_block};
+use crate::effect::Failure;
 use crate::render::{self, RenderError};
 
 /// The result of one tool call.
@@ -102,45 +102,40 @@ async fn finish(
     arguments: Map<String, Value>,
     context: BTreeMap<String, TemplateValue>,
 ) -> ToolOutcome {
-    match &tool.effect {
-        None => render_outcome(catalog, &tool.name, context, None).await,
-        Some(Effect::Sql { database, statement, timeout }) => {
-            let outcome = database
-                .transact(statement, arguments, *timeout, |rows| {
-                    let (output, notice) = sql_output(rows);
-                    let (mut context, mut effect_result) = (context, None);
-                    for (name, value) in output {
-                        context.insert(name, crate::render::to_value(&value));
-                        effect_result = Some(value);
-                    }
-                    async move {
-                        let mut outcome = render_outcome(catalog, &tool.name, context, effect_result).await;
-                        if outcome.is_error {
-                            return Err(outcome);
-                        }
-                        // What the model reading the result must know (e.g. rows were left out).
-                        outcome.blocks.extend(notice.map(Output::Text));
-                        Ok(outcome)
-                    }
-                })
-                .await;
-            match outcome {
-                Ok(outcome) => outcome,
-                Err(sql::Aborted::Refused { reason: mut outcome, rolled_back }) => {
-                    if rolled_back {
-                        outcome.blocks.push(Output::Text(ROLLED_BACK.to_owned()));
-                    }
-                    outcome
-                }
-                Err(sql::Aborted::Statement(err)) => ToolOutcome::error(format!("tool `{}` failed: {err}", tool.name)),
+    let Some(effect) = &tool.effect else {
+        return render_outcome(catalog, &tool.name, context, None).await;
+    };
+    let outcome = effect
+        .run(arguments, |output| {
+            let (mut context, mut effect_result) = (context, None);
+            for (name, value) in output.variables {
+                context.insert(name, crate::render::to_value(&value));
+                effect_result = Some(value);
             }
+            async move {
+                let mut outcome = render_outcome(catalog, &tool.name, context, effect_result).await;
+                if outcome.is_error {
+                    return Err(outcome);
+                }
+                // What the model reading the result must know (e.g. rows were left out).
+                outcome.blocks.extend(output.notice.map(Output::Text));
+                Ok(outcome)
+            }
+        })
+        .await;
+    match outcome {
+        Ok(outcome) => outcome,
+        Err(Failure::Refused { reason: mut outcome, undone }) => {
+            outcome.blocks.extend(undone.map(|notice| Output::Text(notice.to_owned())));
+            outcome
         }
+        Err(Failure::Failed(message)) => ToolOutcome::error(format!("tool `{}` failed: {message}", tool.name)),
     }
 }
 
 /// Added to a failed result whose statement wrote: the model may retry
 /// without fear of doing it twice.
-pub const ROLLED_BACK: &str = "[carte: the result failed, so its statement was rolled back: nothing was changed]";
+pub use crate::effect::sql::ROLLED_BACK;
 
 /// Renders the result of tool `name` with `context` on the blocking pool.
 async fn render_outcome(
@@ -181,20 +176,6 @@ fn render_result(catalog: &Catalog, tool: &Tool, context: TemplateValue, effect_
             ToolOutcome { blocks: out, structured: None, is_error: false }
         }
     }
-}
-
-/// The variables a `sql` result sees (`truncated`, then `rows`: the last one
-/// is what `EffectJson` prints), and a notice if rows were left out.
-fn sql_output(rows: sql::Rows) -> (Vec<(String, Value)>, Option<String>) {
-    let notice = rows.truncated.then(|| {
-        format!(
-            "[carte: the statement returned more than {max} rows; this result was made from the first {max} only]",
-            max = sql::MAX_ROWS
-        )
-    });
-    let truncated = ("truncated".to_owned(), Value::Bool(rows.truncated));
-    let rows = ("rows".to_owned(), Value::Array(rows.rows.into_iter().map(Value::Object).collect()));
-    (vec![truncated, rows], notice)
 }
 
 fn render_failure(err: RenderError) -> ToolOutcome {

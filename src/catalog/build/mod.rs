@@ -1,28 +1,27 @@
 //! Semantic checks, and building the runtime [`Catalog`] from the merged
 //! declarations: names and duplicates, JSON Schemas, templates (syntax and
-//! variables), resources and URI templates, databases and SQL statements.
+//! variables), resources and URI templates; effects (databases and SQL
+//! statements) are checked by their own modules in [`crate::effect`].
 //! Every check reports into one list so that a person sees all problems of a
 //! catalog in one run.
 //!
 //! This file holds the [`Builder`] and what every kind of entry shares
-//! (names, descriptions, duplicates); each kind has its own file: `tools.rs`,
-//! `prompts.rs`, `resources.rs`, and what they use: `templates.rs`,
-//! `schemas.rs`, `databases.rs`.
+//! (names, descriptions, duplicates, unused arguments, and handing each
+//! effect what it is checked against); each kind has its own file:
+//! `tools.rs`, `prompts.rs`, `resources.rs`, and what they use:
+//! `templates.rs`, `schemas.rs`.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
-use indexmap::IndexMap;
 use serde_json::{Map, Value, json};
 
 use super::assemble::{Assembled, Declared, Origin, io_reason};
-use super::{Catalog, DatabaseEntry, Inputs, Prompt, Resource, ResourceTemplate, ServerInfo, Tool};
+use super::{Catalog, Inputs, Prompt, Resource, ResourceTemplate, ServerInfo, Tool};
 use crate::diag::{Diagnostic, Location};
+use crate::effect::sql;
 use crate::render;
-use crate::run::sql::Probe;
 
-mod databases;
-pub(super) use databases::setup_hint;
 mod prompts;
 mod resources;
 mod scalar_map;
@@ -30,8 +29,6 @@ mod schemas;
 mod template_analysis;
 mod templates;
 mod tools;
-
-pub(crate) use tools::millis_of;
 
 /// Longest tool or prompt name MCP allows.
 const MAX_NAME: usize = 128;
@@ -58,10 +55,9 @@ struct Builder<'a> {
     file_texts: HashMap<PathBuf, Option<String>>,
     inputs: &'a mut Inputs,
     previous: Option<&'a Catalog>,
-    databases: IndexMap<String, DatabaseEntry>,
-    /// A scratch copy of each database, with the new `setup` run on it, on
-    /// which statements are prepared; dropped, uncommitted, after the build.
-    probes: HashMap<String, Probe>,
+    /// The checked `databases:`, with the scratch copies statements are
+    /// prepared on (dropped, uncommitted, after the build).
+    databases: sql::Checked,
 }
 
 /// Builds the catalog, or returns `None` after reporting why it cannot be.
@@ -87,8 +83,7 @@ pub fn build(
         file_texts: HashMap::new(),
         inputs,
         previous,
-        databases: IndexMap::new(),
-        probes: HashMap::new(),
+        databases: sql::Checked::default(),
     };
     let server = builder.server_info();
     builder.load_template_files();
@@ -104,6 +99,7 @@ pub fn build(
     builder.inputs.templates = vec![builder.configured_templates_dir()];
     let inputs = builder.inputs.clone();
     let Builder { sources, databases, .. } = builder;
+    let databases = databases.entries;
     let env = render::catalog_environment(sources);
     let tool_index = tools.iter().enumerate().map(|(idx, t)| (t.name.clone(), idx)).collect();
     let prompt_index = prompts.iter().enumerate().map(|(idx, p)| (p.name.clone(), idx)).collect();
@@ -147,6 +143,57 @@ impl Builder<'_> {
         let idx = self.diagnostics.len();
         self.diagnostics.push(Diagnostic::warning(code, location, message));
         &mut self.diagnostics[idx]
+    }
+
+    /// Checks `databases:` (see [`sql::check_databases`]).
+    fn open_databases(&mut self) {
+        let assembled = self.assembled;
+        let declared: Vec<sql::Declared<'_>> = assembled
+            .databases
+            .iter()
+            .map(|(name, decl)| sql::Declared {
+                name,
+                spec: &decl.spec,
+                base: assembled.base_dir(&decl.origin),
+                locate: Box::new(move |pointer| assembled.locate(&decl.origin, pointer)),
+            })
+            .collect();
+        let previous = self.previous.map(|catalog| &catalog.databases);
+        self.databases = sql::check_databases(&declared, previous, self.diagnostics);
+    }
+
+    /// How many errors were reported so far.
+    fn errors(&self) -> usize {
+        self.diagnostics.iter().filter(|d| d.is_error()).count()
+    }
+
+    /// Warns about each of `arguments` (the `idx`th located by `locate`)
+    /// that no template or effect of `owner` (kind, name) used: unless one
+    /// reads `arguments` whole, and only if nothing of it failed since
+    /// `errors_before` (where a template or statement could not be checked,
+    /// "unused" would be a guess).
+    fn warn_unused<'n>(
+        &mut self,
+        (kind, name): (&str, &str),
+        arguments: impl IntoIterator<Item = &'n str>,
+        scope: &Scope,
+        errors_before: usize,
+        locate: impl Fn(usize, &str) -> Location,
+        hint: &str,
+    ) {
+        if self.errors() != errors_before || scope.used.contains("arguments") {
+            return;
+        }
+        for (idx, argument) in arguments.into_iter().enumerate() {
+            if !scope.used.contains(argument) {
+                self.warn(
+                    "unused-argument",
+                    locate(idx, argument),
+                    format!("argument `{argument}` is never used by {kind} `{name}`"),
+                )
+                .hint = Some(hint.to_owned());
+            }
+        }
     }
 
     fn server_info(&mut self) -> ServerInfo {

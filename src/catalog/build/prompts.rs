@@ -37,7 +37,7 @@ impl Builder<'_> {
         names.extend(["data".to_owned(), "arguments".to_owned()]);
         let mut scope = Scope::new(names);
         let owner = format!("prompt {}:", spec.name);
-        let errors_before = self.diagnostics.iter().filter(|d| d.is_error()).count();
+        let errors_before = self.errors();
         let mut messages = Vec::new();
         let mut ok = true;
         if spec.messages.is_empty() {
@@ -52,20 +52,15 @@ impl Builder<'_> {
                 None => ok = false,
             }
         }
-        let checked = self.diagnostics.iter().filter(|d| d.is_error()).count() == errors_before;
-        if checked && !scope.used.contains("arguments") {
-            for (idx, argument) in arguments.iter().enumerate() {
-                if !scope.used.contains(&argument.name) {
-                    let location = self.assembled.locate(origin, &format!("/arguments/{idx}/name"));
-                    self.warn(
-                        "unused-argument",
-                        location,
-                        format!("argument `{}` is never used by prompt `{}`", argument.name, spec.name),
-                    )
-                    .hint = Some("use it in a message template, or remove it".to_owned());
-                }
-            }
-        }
+        let assembled = self.assembled;
+        self.warn_unused(
+            ("prompt", &spec.name),
+            arguments.iter().map(|argument| argument.name.as_str()),
+            &scope,
+            errors_before,
+            |idx, _| assembled.locate(origin, &format!("/arguments/{idx}/name")),
+            "use it in a message template, or remove it",
+        );
         let mut wire = wire_head(&spec.name, spec.title.as_ref(), spec.description.as_ref());
         if let Some(declared) = &spec.arguments {
             let list: Vec<Value> = declared

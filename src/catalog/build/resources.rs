@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use serde_json::{Map, json};
+use serde_json::{Map, Value, json};
 
 use crate::catalog::assemble::Declared;
 use crate::catalog::model::{ResourceSpec, ResourceTemplateSpec};
@@ -10,7 +10,7 @@ use crate::catalog::{Body, Resource, ResourceTemplate};
 use crate::diag::did_you_mean;
 use crate::uri_template::UriTemplate;
 
-use super::{Builder, Scope, present, read_limited};
+use super::{Builder, Scope, present, read_limited, wire_head};
 
 impl Builder<'_> {
     pub(super) fn resource(&mut self, decl: &Declared<ResourceSpec>) -> Option<Resource> {
@@ -98,18 +98,8 @@ impl Builder<'_> {
             }
             Body::Bytes { bytes: bytes.into(), text }
         };
-        let mut wire = Map::new();
-        wire.insert("uri".to_owned(), json!(spec.uri));
-        wire.insert("name".to_owned(), json!(spec.name));
-        if let Some(title) = &spec.title {
-            wire.insert("title".to_owned(), json!(title));
-        }
-        if let Some(description) = &spec.description {
-            wire.insert("description".to_owned(), json!(description));
-        }
-        if let Some(mime) = &mime_type {
-            wire.insert("mimeType".to_owned(), json!(mime));
-        }
+        let head = ("uri", spec.uri.as_str(), spec.name.as_str());
+        let mut wire = resource_wire(head, spec.title.as_ref(), spec.description.as_ref(), mime_type.as_ref());
         if let Body::Bytes { bytes, .. } = &body {
             wire.insert("size".to_owned(), json!(bytes.len()));
         }
@@ -181,20 +171,28 @@ impl Builder<'_> {
                 .hint = Some(hint);
             }
         }
-        let mut wire = Map::new();
-        wire.insert("uriTemplate".to_owned(), json!(spec.uri_template));
-        wire.insert("name".to_owned(), json!(spec.name));
-        if let Some(title) = &spec.title {
-            wire.insert("title".to_owned(), json!(title));
-        }
-        if let Some(description) = &spec.description {
-            wire.insert("description".to_owned(), json!(description));
-        }
-        if let Some(mime) = &spec.mime_type {
-            wire.insert("mimeType".to_owned(), json!(mime));
-        }
+        let head = ("uriTemplate", spec.uri_template.as_str(), spec.name.as_str());
+        let wire = resource_wire(head, spec.title.as_ref(), spec.description.as_ref(), spec.mime_type.as_ref());
         Some(ResourceTemplate { template, wire, mime_type: spec.mime_type.clone(), body: body?, complete })
     }
+}
+
+/// What `resources/list` or `resources/templates/list` shows for a
+/// resource: its `uri` or `uriTemplate` (`key`, `value`), then `name`,
+/// `title` and `description` as for tools, then `mimeType`.
+fn resource_wire(
+    (key, value, name): (&str, &str, &str),
+    title: Option<&String>,
+    description: Option<&String>,
+    mime_type: Option<&String>,
+) -> Map<String, Value> {
+    let mut wire = Map::new();
+    wire.insert(key.to_owned(), json!(value));
+    wire.extend(wire_head(name, title, description));
+    if let Some(mime) = mime_type {
+        wire.insert("mimeType".to_owned(), json!(mime));
+    }
+    wire
 }
 
 /// Checks that `uri` has a scheme and no characters a URI cannot hold.
@@ -254,4 +252,23 @@ pub(super) fn is_text_mime(mime: &str) -> bool {
         )
         || essence.ends_with("+json")
         || essence.ends_with("+xml")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resource_wire_keeps_mcp_key_order_and_leaves_out_what_is_absent() {
+        let (title, mime) = ("Policy".to_owned(), "text/markdown".to_owned());
+        let wire = resource_wire(("uri", "reservo://policy", "policy"), Some(&title), None, Some(&mime));
+        let keys: Vec<&str> = wire.keys().map(String::as_str).collect();
+        assert_eq!(keys, ["uri", "name", "title", "mimeType"]);
+        assert_eq!(
+            Value::Object(wire),
+            json!({"uri": "reservo://policy", "name": "policy", "title": "Policy", "mimeType": "text/markdown"})
+        );
+        let wire = resource_wire(("uriTemplate", "reservo://rooms/{room}", "room"), None, None, None);
+        assert_eq!(wire.keys().map(String::as_str).collect::<Vec<_>>(), ["uriTemplate", "name"]);
+    }
 }

@@ -4,8 +4,8 @@ use serde_json::{Map, Value, json};
 
 use crate::catalog::assemble::{Declared, Origin};
 use crate::catalog::model::{NumberSpec, RunSpec, SleepSpec, StepSpec, ToolSpec};
-use crate::catalog::{Amount, Effect, ResultSpec, Step, StepData, Tool, Wait};
-use crate::diag::did_you_mean;
+use crate::catalog::{Amount, ResultSpec, Step, StepData, Tool, Wait};
+use crate::effect::{self, Effect};
 
 use super::{Builder, Scope, present, wire_head};
 
@@ -29,13 +29,11 @@ impl Builder<'_> {
             .map(|p| p.keys().cloned().collect())
             .unwrap_or_default();
         let run = &spec.run;
-        let errors_before = self.diagnostics.iter().filter(|d| d.is_error()).count();
+        let errors_before = self.errors();
         let effect = self.effect(run, &properties, origin);
         let mut names = properties.clone();
         names.extend(["data".to_owned(), "arguments".to_owned()]);
-        if run.sql.is_some() {
-            names.extend(["rows".to_owned(), "truncated".to_owned()]);
-        }
+        names.extend(run.effects.variables().into_iter().map(str::to_owned));
         let declared_steps = run.steps.as_deref().unwrap_or_default();
         if declared_steps.iter().any(|step| step.elicit.is_some()) {
             names.push("elicited".to_owned());
@@ -47,28 +45,18 @@ impl Builder<'_> {
         let owner = format!("tool {}:", spec.name);
         let steps = self.steps(declared_steps, &owner, origin, &mut scope);
         let result = self.result(run, &owner, origin, &mut scope);
-        if effect.is_some()
-            && let Some(sql) = &run.sql
-            && let Some(probe) = self.probes.get(&sql.database)
-            && let Ok(params) = probe.check(&sql.statement)
-        {
-            scope.used.extend(params);
+        if let Some(Some(effect)) = &effect {
+            scope.used.extend(effect.arguments_used().iter().cloned());
         }
-        // Where a template or statement could not be checked, "unused" would be a guess.
-        let checked = self.diagnostics.iter().filter(|d| d.is_error()).count() == errors_before;
-        if checked && !scope.used.contains("arguments") {
-            for property in &properties {
-                if !scope.used.contains(property) {
-                    let location = self.assembled.locate_key(origin, &format!("/inputSchema/properties/{property}"));
-                    self.warn(
-                        "unused-argument",
-                        location,
-                        format!("argument `{property}` is never used by tool `{}`", spec.name),
-                    )
-                    .hint = Some("use it in the result template or the SQL statement, or remove it".to_owned());
-                }
-            }
-        }
+        let assembled = self.assembled;
+        self.warn_unused(
+            ("tool", &spec.name),
+            properties.iter().map(String::as_str),
+            &scope,
+            errors_before,
+            |_, property| assembled.locate_key(origin, &format!("/inputSchema/properties/{property}")),
+            "use it in the result template or the SQL statement, or remove it",
+        );
         let structured = run.json == Some(true) || spec.output_schema.is_some();
         let mut wire = wire_head(&spec.name, spec.title.as_ref(), spec.description.as_ref());
         wire.insert("inputSchema".to_owned(), Value::Object(input_schema));
@@ -98,72 +86,21 @@ impl Builder<'_> {
         };
         let result = result?;
         let steps = steps?;
-        if run.sql.is_some() && effect.is_none() {
-            return None;
-        }
+        let effect = effect?;
         Some(Tool { name: spec.name.clone(), wire, input, output, structured, steps, effect, result })
     }
 
-    pub(super) fn effect(&mut self, run: &RunSpec, properties: &[String], origin: &Origin) -> Option<Effect> {
-        let sql = run.sql.as_ref()?;
-        let location = self.assembled.locate(origin, "/run/sql/database");
-        let (Some(entry), Some(probe)) = (self.databases.get(&sql.database), self.probes.get(&sql.database)) else {
-            if self.assembled.databases.contains_key(&sql.database) || self.assembled.dropped.database(&sql.database) {
-                return None; // it failed to open or to read; that error is reported already
-            }
-            let known: Vec<&str> = self.assembled.databases.keys().map(String::as_str).collect();
-            let hint = match did_you_mean(&sql.database, known.iter().copied()) {
-                Some(close) => format!("did you mean `{close}`?"),
-                None if known.is_empty() => "declare it under `databases:` with a `url:`".to_owned(),
-                None => format!("declared databases: {}", known.join(", ")),
-            };
-            self.error("unknown-database", location, format!("database `{}` is not declared", sql.database)).hint =
-                Some(hint);
-            return None;
+    /// Checks the effect of `run`: `Some(None)` if it has none, `None` once
+    /// it reported why the effect cannot run.
+    fn effect(&mut self, run: &RunSpec, properties: &[String], origin: &Origin) -> Option<Option<Effect>> {
+        let assembled = self.assembled;
+        let left_out = |block: &str, name: &str| {
+            block == "databases" && (assembled.databases.contains_key(name) || assembled.dropped.database(name))
         };
-        let location = self.assembled.locate(origin, "/run/sql/statement");
-        let (database, timeout) = (entry.database.clone(), entry.timeout);
-        match probe.check(&sql.statement) {
-            Ok(params) => {
-                let mut ok = true;
-                for param in params {
-                    if !properties.contains(&param) {
-                        let hint = match did_you_mean(&param, properties.iter().map(String::as_str)) {
-                            Some(close) => format!("did you mean `:{close}`?"),
-                            None => format!("add `{param}` to `inputSchema.properties`"),
-                        };
-                        self.error(
-                            "sql-parameter",
-                            location.clone(),
-                            format!("statement uses `:{param}`, which is not an argument of this tool"),
-                        )
-                        .hint = Some(hint);
-                        ok = false;
-                    }
-                }
-                ok.then(|| Effect::Sql { database, statement: sql.statement.clone(), timeout })
-            }
-            Err(message) => {
-                let hint = if message.contains("positional") {
-                    "name each parameter after a property of `inputSchema`, e.g. `WHERE id = :id`".to_owned()
-                } else {
-                    misspelt_name(&message, probe).map_or_else(
-                        || {
-                            "it is checked against the database after `setup` ran; check table and column names"
-                                .to_owned()
-                        },
-                        |(kind, close)| format!("did you mean the {kind} `{close}`?"),
-                    )
-                };
-                self.error(
-                    "sql",
-                    location,
-                    format!("statement does not prepare against database `{}`: {message}", sql.database),
-                )
-                .hint = Some(hint);
-                None
-            }
-        }
+        let sections = effect::Sections { databases: &self.databases, left_out: &left_out };
+        let locate = |pointer: &str| assembled.locate(origin, pointer);
+        let mut check = effect::Check { arguments: properties, locate: &locate, diagnostics: self.diagnostics };
+        run.effects.check(&sections, &mut check)
     }
 
     /// Checks `run.steps` and registers their templates.
@@ -349,7 +286,7 @@ impl Builder<'_> {
             }
             return ok.then_some(ResultSpec::Content(built));
         }
-        if run.sql.is_some() {
+        if run.effects.any() {
             return Some(ResultSpec::EffectJson);
         }
         let location = self.assembled.locate_key(origin, "/run");
@@ -360,43 +297,10 @@ impl Builder<'_> {
     }
 }
 
-/// The name SQLite's "no such column: x" or "no such table: x" probably
-/// meant, among the database's columns or tables (a qualified `o.x` keeps
-/// its qualifier).
-fn misspelt_name(message: &str, probe: &crate::run::sql::Probe) -> Option<(&'static str, String)> {
-    let (tables, columns) = probe.names();
-    let (kind, written, candidates) = if let Some(column) = message.strip_prefix("no such column: ") {
-        ("column", column, columns)
-    } else if let Some(table) = message.strip_prefix("no such table: ") {
-        ("table", table, tables)
-    } else {
-        return None;
-    };
-    let written = written.trim();
-    let (qualifier, name) = written.rsplit_once('.').map_or(("", written), |(q, n)| (q, n));
-    let close = did_you_mean(name, candidates.iter().map(String::as_str))?;
-    Some((kind, if qualifier.is_empty() { close.to_owned() } else { format!("{qualifier}.{close}") }))
-}
-
 /// Reads a `sleep` duration: milliseconds, or `250ms`, `2s`, `1m`.
 pub(super) fn parse_duration(spec: &SleepSpec) -> Result<std::time::Duration, String> {
     match spec {
-        SleepSpec::Millis(ms) => crate::run::steps::sleep_of(*ms),
-        SleepSpec::Text(text) => crate::run::steps::parse_sleep(text),
+        SleepSpec::Millis(ms) => crate::duration::sleep_of(*ms),
+        SleepSpec::Text(text) => crate::duration::parse_sleep(text),
     }
-}
-
-/// Milliseconds of `250ms`, `2s`, `1.5m`, `1h` (no unit: milliseconds).
-pub(crate) fn millis_of(text: &str) -> Result<u64, String> {
-    let text = text.trim();
-    let (number, unit) = text.split_at(text.find(|c: char| !c.is_ascii_digit() && c != '.').unwrap_or(text.len()));
-    let number: f64 = number.parse().map_err(|_| format!("`{text}` is not a duration"))?;
-    let factor = match unit.trim() {
-        "ms" | "" => 1.0,
-        "s" => 1000.0,
-        "m" | "min" => 60_000.0,
-        "h" => 3_600_000.0,
-        other => return Err(format!("unknown unit `{other}` in `{text}`")),
-    };
-    Ok((number * factor).round() as u64)
 }

@@ -38,6 +38,8 @@ use rusqlite::types::{Value as SqlValue, ValueRef};
 use rusqlite::{Connection, OpenFlags};
 use serde_json::{Map, Value};
 
+use crate::duration::show_duration;
+
 /// The `timeout` of a database that declares none.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
 /// The longest `timeout` a database may declare.
@@ -123,17 +125,6 @@ pub struct CancelOnDrop(pub Arc<AtomicBool>);
 impl Drop for CancelOnDrop {
     fn drop(&mut self) {
         self.0.store(true, Ordering::Relaxed);
-    }
-}
-
-/// `5s`, `250ms`, `1m`, `1h` (the shortest exact form).
-pub fn show_duration(duration: Duration) -> String {
-    let ms = duration.as_millis();
-    match ms {
-        ms if ms % 3_600_000 == 0 && ms > 0 => format!("{}h", ms / 3_600_000),
-        ms if ms % 60_000 == 0 && ms > 0 => format!("{}m", ms / 60_000),
-        ms if ms % 1000 == 0 => format!("{}s", ms / 1000),
-        ms => format!("{ms}ms"),
     }
 }
 
@@ -1026,13 +1017,5 @@ mod tests {
             assert!(err.to_string().contains("integer overflow"), "{err}");
         });
         assert_eq!(count(&db), serde_json::json!({"n": 0}));
-    }
-
-    #[test]
-    fn durations_show_in_their_shortest_form() {
-        assert_eq!(show_duration(Duration::from_secs(5)), "5s");
-        assert_eq!(show_duration(Duration::from_millis(1500)), "1500ms");
-        assert_eq!(show_duration(Duration::from_secs(120)), "2m");
-        assert_eq!(show_duration(Duration::from_secs(3600)), "1h");
     }
 }

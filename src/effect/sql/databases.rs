@@ -1,0 +1,231 @@
+//! `databases:`: each entry's URL, timeout and `setup`, checked on a scratch
+//! copy of its schema without changing anything; and applying `setup` for
+//! real once a catalog is accepted.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use indexmap::IndexMap;
+
+use super::DatabaseSpec;
+use super::engine::{self, Database, Probe, parse_url};
+use crate::diag::{Diagnostic, Location};
+use crate::duration::{DurationSpec, show_duration};
+
+/// A database of a catalog: loading checked its `setup` and statements on a
+/// scratch copy; [`apply_setup`] applies `setup` for real.
+pub struct DatabaseEntry {
+    /// The database, shared with the catalog this one replaces if the URL is the same.
+    pub database: Arc<Database>,
+    /// Its `setup` statements.
+    pub setup: Vec<String>,
+    /// Where each `setup` statement is declared.
+    pub setup_locations: Vec<Location>,
+    /// Where its `url` is declared.
+    pub url_location: Location,
+    /// How long one statement may run.
+    pub timeout: std::time::Duration,
+}
+
+/// One `databases:` entry as declared.
+pub struct Declared<'a> {
+    /// Its name.
+    pub name: &'a str,
+    /// What it says.
+    pub spec: &'a DatabaseSpec,
+    /// The folder of the file that declares it (relative paths start there).
+    pub base: PathBuf,
+    /// Where a key of it is written, by its JSON pointer in the entry (`/url`).
+    pub locate: Box<dyn Fn(&str) -> Location + 'a>,
+}
+
+/// The checked `databases:` of a catalog being loaded.
+#[derive(Default)]
+pub struct Checked {
+    /// Those that can be served, by name.
+    pub entries: IndexMap<String, DatabaseEntry>,
+    /// A scratch copy of each, with the new `setup` run on it, on which
+    /// statements are prepared; dropped, uncommitted, with this.
+    pub(super) probes: HashMap<String, Probe>,
+    /// Every name declared, whether or not it could be opened.
+    pub(super) declared: Vec<String>,
+}
+
+/// Checks each database without changing it: its `setup` runs on a scratch
+/// copy of its schema (see [`Probe`]), where the tools' statements are
+/// prepared later. Nothing is opened for real here. A database of
+/// `previous` (the catalog this one replaces) is kept where the URL is the
+/// same.
+pub fn check_databases(
+    declared: &[Declared<'_>],
+    previous: Option<&IndexMap<String, DatabaseEntry>>,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Checked {
+    let mut checked = Checked { declared: declared.iter().map(|d| d.name.to_owned()).collect(), ..Checked::default() };
+    for decl in declared {
+        let name = decl.name;
+        let url_location = (decl.locate)("/url");
+        let timeout = match decl.spec.timeout.as_ref().map(parse_timeout) {
+            None => engine::DEFAULT_TIMEOUT,
+            Some(Ok(timeout)) => timeout,
+            Some(Err(message)) => {
+                let location = (decl.locate)("/timeout");
+                error(diagnostics, "database-timeout", location, format!("database `{name}`: {message}")).hint = Some(
+                    "write how long one statement may run, such as `500ms`, `5s` or `1m` (at most `1h`)".to_owned(),
+                );
+                continue;
+            }
+        };
+        let path = match parse_url(&decl.spec.url, &decl.base) {
+            Ok(path) => path,
+            Err(message) => {
+                error(diagnostics, "database-url", url_location, format!("database `{name}`: {message}"));
+                continue;
+            }
+        };
+        let setup: Vec<String> =
+            decl.spec.setup.as_ref().map(|s| s.list()).unwrap_or_default().into_iter().map(str::to_owned).collect();
+        // A reload keeps the database it replaces (open, with its rows) if
+        // the URL is the same: a file by its path, preferably under the same
+        // name; an in-memory database by its name.
+        let taken = |db: &Arc<Database>| checked.entries.values().any(|e| Arc::ptr_eq(&e.database, db));
+        let reused = previous.and_then(|previous| {
+            let candidates = || previous.iter().filter(|(_, e)| e.database.path == path && !taken(&e.database));
+            candidates()
+                .find(|(old_name, _)| *old_name == name)
+                .or_else(|| path.is_some().then(|| candidates().next()).flatten())
+                .map(|(_, e)| e.database.clone())
+        });
+        let database = match reused {
+            Some(database) => database,
+            None => match Database::new(path) {
+                Ok(database) => Arc::new(database),
+                Err(message) => {
+                    error(
+                        diagnostics,
+                        "database-open",
+                        url_location,
+                        format!("cannot open database `{name}`: {message}"),
+                    );
+                    continue;
+                }
+            },
+        };
+        let mut probe = match database.probe(timeout) {
+            Ok(probe) => probe,
+            Err(message) => {
+                error(diagnostics, "database-open", url_location, format!("cannot open database `{name}`: {message}"));
+                continue;
+            }
+        };
+        let many = matches!(decl.spec.setup, Some(super::Statements::Many(_)));
+        let setup_locations: Vec<Location> = (0..setup.len())
+            .map(|idx| {
+                let pointer = if many { format!("/setup/{idx}") } else { "/setup".to_owned() };
+                (decl.locate)(&pointer)
+            })
+            .collect();
+        // What applying will do: run `setup` unless it is what was applied last.
+        if database.applied().as_ref() != Some(&setup) {
+            let failed = setup.iter().zip(&setup_locations).find_map(|(statement, location)| {
+                probe.run_setup(statement).err().map(|message| (message, location.clone()))
+            });
+            if let Some((message, location)) = failed {
+                let hint = setup_hint(&message);
+                error(
+                    diagnostics,
+                    "database-setup",
+                    location,
+                    format!("setup of database `{name}` failed: {message}"),
+                )
+                .hint = Some(hint);
+                continue;
+            }
+        }
+        checked.probes.insert(name.to_owned(), probe);
+        checked
+            .entries
+            .insert(name.to_owned(), DatabaseEntry { database, setup, setup_locations, url_location, timeout });
+    }
+    checked
+}
+
+/// What to do about a `setup` statement that failed with SQLite's `message`.
+fn setup_hint(message: &str) -> String {
+    if message.contains("syntax error")
+        || message.contains("incomplete input")
+        || message.contains("unrecognized token")
+    {
+        "SQLite cannot read this statement: check the spelling of the word it names, and that every bracket and quote is closed".to_owned()
+    } else if message.contains("already exists") || message.contains("UNIQUE constraint") {
+        "setup runs at every start and at each reload that changes it, so it must succeed where it already ran: write CREATE TABLE IF NOT EXISTS …, INSERT OR IGNORE …".to_owned()
+    } else if message.contains("no such") {
+        "setup statements run in order: create a table before the statements that use it".to_owned()
+    } else {
+        "setup statements run in order, on a scratch copy of the database when the catalog is checked".to_owned()
+    }
+}
+
+/// Reads a database's `timeout`: more than zero, at most an hour.
+fn parse_timeout(spec: &DurationSpec) -> Result<std::time::Duration, String> {
+    let millis = spec.millis()?;
+    let timeout = std::time::Duration::from_millis(millis);
+    if millis == 0 {
+        return Err("a timeout of 0 would stop every statement".to_owned());
+    }
+    if timeout > engine::MAX_TIMEOUT {
+        return Err(format!("a timeout of {} is longer than 1h", show_duration(timeout)));
+    }
+    Ok(timeout)
+}
+
+/// Reports an error and returns it, for its hint.
+fn error<'d>(
+    diagnostics: &'d mut Vec<Diagnostic>,
+    code: &'static str,
+    location: Location,
+    message: String,
+) -> &'d mut Diagnostic {
+    diagnostics.push(Diagnostic::error(code, location, message));
+    let last = diagnostics.len() - 1;
+    &mut diagnostics[last]
+}
+
+/// Opens the databases of an accepted catalog and applies their `setup`
+/// (each only if it changed since it was last applied), all or nothing; a
+/// failure is a diagnostic at the statement or URL that failed (or at
+/// `fallback`, the catalog's start, should it name neither).
+pub fn apply_setup(databases: &IndexMap<String, DatabaseEntry>, fallback: Location) -> Result<(), Vec<Diagnostic>> {
+    let entries: Vec<(&String, &DatabaseEntry)> = databases.iter().collect();
+    let plans: Vec<engine::SetupPlan<'_>> = entries
+        .iter()
+        .map(|(_, entry)| engine::SetupPlan {
+            database: &entry.database,
+            statements: &entry.setup,
+            timeout: entry.timeout,
+        })
+        .collect();
+    engine::apply_setup(&plans).map_err(|failure| {
+        let Some((name, entry)) = entries.get(failure.plan) else {
+            return vec![Diagnostic::error("database-setup", fallback, failure.message)];
+        };
+        let diagnostic = match failure.statement.and_then(|idx| entry.setup_locations.get(idx)) {
+            Some(location) => {
+                let mut diagnostic = Diagnostic::error(
+                    "database-setup",
+                    location.clone(),
+                    format!("setup of database `{name}` failed: {}", failure.message),
+                );
+                diagnostic.hint = Some(setup_hint(&failure.message));
+                diagnostic
+            }
+            None => Diagnostic::error(
+                "database-open",
+                entry.url_location.clone(),
+                format!("cannot open database `{name}`: {}", failure.message),
+            ),
+        };
+        vec![diagnostic]
+    })
+}

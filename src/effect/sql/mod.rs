@@ -1,0 +1,214 @@
+//! The `sql` effect: one statement with `:named` parameters on a named
+//! database. It owns its keys (`databases:` entries and `run.sql`), their
+//! load-time checks (`databases.rs`: URLs, timeouts, `setup` on a scratch
+//! copy; here: each tool's statement, prepared on that copy) and its run
+//! (the statement in a transaction that commits only once the result
+//! rendered). `engine.rs` is SQLite itself.
+
+mod databases;
+pub mod engine;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+pub use databases::{Checked, DatabaseEntry, Declared, apply_setup, check_databases};
+use engine::{Aborted, Database, MAX_ROWS, Probe, Rows};
+
+use super::{Check, Failure, Kind, Output, Sections};
+use crate::diag::did_you_mean;
+use crate::duration::DurationSpec;
+
+/// A named database.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(title = "database")]
+pub struct DatabaseSpec {
+    /// `sqlite:path/to/file.db` (relative to this file) or `"sqlite::memory:"` (quoted: it ends in a colon).
+    pub url: String,
+    /// Statements run in order, in one transaction, once the catalog is accepted (at start-up and
+    /// on each reload that changes them); they must be idempotent (`CREATE TABLE IF NOT EXISTS …`).
+    #[serde(default)]
+    pub setup: Option<Statements>,
+    /// How long one statement may run before it is stopped (`500ms`, `5s`, `1m`; default `5s`, at
+    /// most `1h`). A cancelled call stops its statement too.
+    #[serde(default)]
+    pub timeout: Option<DurationSpec>,
+}
+
+/// One SQL statement or a list of them.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(untagged)]
+#[schemars(title = "SQL statements")]
+pub enum Statements {
+    /// A single statement.
+    One(String),
+    /// Several statements, run in order.
+    Many(Vec<String>),
+}
+
+impl Statements {
+    /// The statements, however they were written.
+    pub fn list(&self) -> Vec<&str> {
+        match self {
+            Statements::One(one) => vec![one.as_str()],
+            Statements::Many(many) => many.iter().map(String::as_str).collect(),
+        }
+    }
+}
+
+/// The `sql` effect.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(title = "sql effect")]
+pub struct SqlSpec {
+    /// The name of a `databases` entry.
+    pub database: String,
+    /// One statement; `:name` parameters are the tool's arguments.
+    pub statement: String,
+}
+
+/// Added to a failed result whose statement wrote: the model may retry
+/// without fear of doing it twice.
+pub const ROLLED_BACK: &str = "[carte: the result failed, so its statement was rolled back: nothing was changed]";
+
+/// A tool's statement, prepared at load against its database.
+pub struct Sql {
+    /// The database it runs on.
+    database: Arc<Database>,
+    /// The statement, with `:named` parameters.
+    statement: String,
+    /// How long it may run.
+    timeout: Duration,
+    /// Its `:params`, each an argument of the tool.
+    params: Vec<String>,
+}
+
+impl Kind for Sql {
+    const VARIABLES: &'static [&'static str] = &["rows", "truncated"];
+
+    type Spec = SqlSpec;
+
+    fn check(sql: &SqlSpec, sections: &Sections<'_>, check: &mut Check<'_>) -> Option<Sql> {
+        let databases = sections.databases;
+        let (Some(entry), Some(probe)) = (databases.entries.get(&sql.database), databases.probes.get(&sql.database))
+        else {
+            if databases.declared.contains(&sql.database) || (sections.left_out)("databases", &sql.database) {
+                return None; // it failed to open or to read; that error is reported already
+            }
+            let known = &databases.declared;
+            let hint = match did_you_mean(&sql.database, known.iter().map(String::as_str)) {
+                Some(close) => format!("did you mean `{close}`?"),
+                None if known.is_empty() => "declare it under `databases:` with a `url:`".to_owned(),
+                None => format!("declared databases: {}", known.join(", ")),
+            };
+            check
+                .error("unknown-database", "/run/sql/database", format!("database `{}` is not declared", sql.database))
+                .hint = Some(hint);
+            return None;
+        };
+        match probe.check(&sql.statement) {
+            Ok(params) => {
+                let mut ok = true;
+                for param in &params {
+                    if !check.arguments.contains(param) {
+                        let hint = match did_you_mean(param, check.arguments.iter().map(String::as_str)) {
+                            Some(close) => format!("did you mean `:{close}`?"),
+                            None => format!("add `{param}` to `inputSchema.properties`"),
+                        };
+                        check
+                            .error(
+                                "sql-parameter",
+                                "/run/sql/statement",
+                                format!("statement uses `:{param}`, which is not an argument of this tool"),
+                            )
+                            .hint = Some(hint);
+                        ok = false;
+                    }
+                }
+                ok.then(|| Sql {
+                    database: entry.database.clone(),
+                    statement: sql.statement.clone(),
+                    timeout: entry.timeout,
+                    params,
+                })
+            }
+            Err(message) => {
+                let hint = if message.contains("positional") {
+                    "name each parameter after a property of `inputSchema`, e.g. `WHERE id = :id`".to_owned()
+                } else {
+                    misspelt_name(&message, probe).map_or_else(
+                        || {
+                            "it is checked against the database after `setup` ran; check table and column names"
+                                .to_owned()
+                        },
+                        |(kind, close)| format!("did you mean the {kind} `{close}`?"),
+                    )
+                };
+                check
+                    .error(
+                        "sql",
+                        "/run/sql/statement",
+                        format!("statement does not prepare against database `{}`: {message}", sql.database),
+                    )
+                    .hint = Some(hint);
+                None
+            }
+        }
+    }
+
+    fn arguments_used(&self) -> &[String] {
+        &self.params
+    }
+
+    /// Runs the statement and `finish` in one transaction (see
+    /// [`Database::transact`]): a write commits only if `finish` succeeded.
+    async fn run<T, F, Fut>(&self, arguments: Map<String, Value>, finish: F) -> Result<T, Failure<T>>
+    where
+        F: FnOnce(Output) -> Fut,
+        Fut: Future<Output = Result<T, T>>,
+    {
+        let outcome =
+            self.database.transact(&self.statement, arguments, self.timeout, |rows| finish(output(rows))).await;
+        outcome.map_err(|aborted| match aborted {
+            Aborted::Refused { reason, rolled_back } => {
+                Failure::Refused { reason, undone: rolled_back.then_some(ROLLED_BACK) }
+            }
+            Aborted::Statement(err) => Failure::Failed(err.to_string()),
+        })
+    }
+}
+
+/// What a `sql` result sees (`truncated`, then `rows`: the last one is the
+/// effect's value), and a notice if rows were left out.
+fn output(rows: Rows) -> Output {
+    let notice = rows.truncated.then(|| {
+        format!(
+            "[carte: the statement returned more than {MAX_ROWS} rows; this result was made from the first {MAX_ROWS} only]"
+        )
+    });
+    let truncated = ("truncated".to_owned(), Value::Bool(rows.truncated));
+    let rows = ("rows".to_owned(), Value::Array(rows.rows.into_iter().map(Value::Object).collect()));
+    Output { variables: vec![truncated, rows], notice }
+}
+
+/// The name SQLite's "no such column: x" or "no such table: x" probably
+/// meant, among the database's columns or tables (a qualified `o.x` keeps
+/// its qualifier).
+fn misspelt_name(message: &str, probe: &Probe) -> Option<(&'static str, String)> {
+    let (tables, columns) = probe.names();
+    let (kind, written, candidates) = if let Some(column) = message.strip_prefix("no such column: ") {
+        ("column", column, columns)
+    } else if let Some(table) = message.strip_prefix("no such table: ") {
+        ("table", table, tables)
+    } else {
+        return None;
+    };
+    let written = written.trim();
+    let (qualifier, name) = written.rsplit_once('.').map_or(("", written), |(q, n)| (q, n));
+    let close = did_you_mean(name, candidates.iter().map(String::as_str))?;
+    Some((kind, if qualifier.is_empty() { close.to_owned() } else { format!("{qualifier}.{close}") }))
+}
