@@ -10,7 +10,7 @@ use carte::catalog::{self, Catalog};
 use carte::diag::{self, Diagnostic};
 use carte::reload;
 use carte::server::http::HttpOptions;
-use carte::server::{ListKind, RequestError, Shared, Snapshot};
+use carte::server::{Answer, ListKind, Shared, Snapshot};
 use clap::{Parser, Subcommand, ValueEnum};
 use serde_json::{Map, Value};
 
@@ -322,8 +322,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 arguments.insert(key.to_owned(), typed_argument(schema.as_ref(), key, value));
             }
             let client = carte::run::steps::NoClient;
-            let result = runtime()?.block_on(snapshot.call_tool(&tool, Some(arguments), &client));
-            let failed = matches!(&result, Ok(result) if result.is_error == Some(true));
+            let result = runtime()?.block_on(snapshot.call_tool_json(&tool, Some(arguments), &client));
+            let failed = matches!(&result, Ok(result) if result.get("isError") == Some(&Value::Bool(true)));
             let code = print_answer(result);
             Ok(if failed { ExitCode::from(1) } else { code })
         }
@@ -347,7 +347,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 let usage = format!("carte prompt {} {name}", catalog.display());
                 check_required(&what, &usage, &arguments, &known)?;
             }
-            Ok(print_answer(runtime()?.block_on(snapshot.get_prompt(&name, Some(arguments)))))
+            Ok(print_answer(runtime()?.block_on(snapshot.get_prompt_json(&name, Some(arguments)))))
         }
         Command::Complete { catalog, reference, argument, prefix } => {
             let Some(snapshot) = load_or_report(&catalog) else { return Ok(ExitCode::from(1)) };
@@ -377,7 +377,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Read { catalog, uri } => {
             let Some(snapshot) = load_or_report(&catalog) else { return Ok(ExitCode::from(1)) };
-            Ok(print_answer(snapshot.read_resource(&uri).map(|contents| serde_json::json!({ "contents": contents }))))
+            Ok(print_answer(snapshot.read_resource_json(&uri)))
         }
         Command::Schema => {
             print_json(&catalog::structure::catalog_schema());
@@ -658,25 +658,16 @@ fn typed_argument(schema: Option<&Value>, key: &str, value: &str) -> Value {
     serde_json::from_str(value).unwrap_or_else(|_| Value::String(value.to_owned()))
 }
 
-/// A result as a client on a session-based protocol version sees it.
-fn wire(result: &impl serde::Serialize) -> Value {
-    let mut value = serde_json::to_value(result).unwrap_or(Value::Null);
-    if let Value::Object(map) = &mut value {
-        map.remove("resultType");
-    }
-    value
-}
-
 /// Prints what a client receives, or the JSON-RPC error it would get instead
 /// (on stderr, exit 2).
-fn print_answer(answer: Result<impl serde::Serialize, RequestError>) -> ExitCode {
+fn print_answer(answer: Answer) -> ExitCode {
     match answer {
         Ok(result) => {
-            print_json(&wire(&result));
+            print_json(&result);
             ExitCode::SUCCESS
         }
         Err(err) => {
-            eprintln!("carte: {} (JSON-RPC error {})", err.message, err.code.0);
+            eprintln!("carte: {err}");
             ExitCode::from(2)
         }
     }

@@ -109,9 +109,9 @@ fn section<'a>(
 
 /// A resource's contents (or why it cannot be read), comparable.
 fn read(snapshot: &Snapshot, uri: &str) -> Value {
-    match snapshot.read_resource(uri) {
-        Ok(contents) => serde_json::to_value(contents).unwrap_or(Value::Null),
-        Err(err) => Value::String(err.message.into_owned()),
+    match snapshot.read_resource_json(uri) {
+        Ok(contents) => contents,
+        Err(err) => Value::String(err.message),
     }
 }
 
