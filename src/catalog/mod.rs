@@ -15,6 +15,7 @@
 
 pub mod model;
 pub mod schema;
+pub mod sleep;
 pub mod source;
 pub mod structure;
 

@@ -19,6 +19,7 @@ use minijinja::Value as TemplateValue;
 use serde_json::{Value, json};
 
 use crate::catalog::model::{LogLevel, Role};
+use crate::catalog::sleep::parse_sleep;
 use crate::catalog::{Amount, Catalog, Step, StepData, Wait};
 use crate::render::{self, RenderError};
 
@@ -72,27 +73,9 @@ impl Client for NoClient {
     }
 }
 
-/// The longest a `sleep` step waits.
-pub const MAX_SLEEP: Duration = Duration::from_secs(10 * 60);
-
 /// Longest rendered `sleep` read as a duration; a longer one is not, and
 /// only its start is quoted back.
 const MAX_SHOWN_SLEEP: usize = 40;
-
-/// A `sleep` of `millis` milliseconds, if it is at most [`MAX_SLEEP`].
-pub fn sleep_of(millis: u64) -> Result<Duration, String> {
-    let duration = Duration::from_millis(millis);
-    if duration > MAX_SLEEP {
-        return Err(format!("a sleep of {millis} ms is longer than 10 minutes"));
-    }
-    Ok(duration)
-}
-
-/// A `sleep` as written or rendered: `250ms`, `2s`, `1.5m`, or a number of
-/// milliseconds; at most [`MAX_SLEEP`].
-pub fn parse_sleep(text: &str) -> Result<Duration, String> {
-    sleep_of(crate::catalog::millis_of(text)?)
-}
 
 /// Awaits `work` unless the client cancels first.
 async fn unless_cancelled<T>(client: &dyn Client, work: impl Future<Output = T>) -> Result<T, Stopped> {

@@ -381,8 +381,8 @@ fn misspelt_name(message: &str, probe: &crate::run::sql::Probe) -> Option<(&'sta
 /// Reads a `sleep` duration: milliseconds, or `250ms`, `2s`, `1m`.
 pub(super) fn parse_duration(spec: &SleepSpec) -> Result<std::time::Duration, String> {
     match spec {
-        SleepSpec::Millis(ms) => crate::run::steps::sleep_of(*ms),
-        SleepSpec::Text(text) => crate::run::steps::parse_sleep(text),
+        SleepSpec::Millis(ms) => crate::catalog::sleep::sleep_of(*ms),
+        SleepSpec::Text(text) => crate::catalog::sleep::parse_sleep(text),
     }
 }
 
