@@ -203,19 +203,40 @@ pub fn edit_distance(a: &str, b: &str) -> usize {
     rows[a.len()][b.len()]
 }
 
+/// Longest word (in characters) that gets a "did you mean": longer ones are
+/// not typed by hand, and the edit distance grows with the square of the length.
+const MAX_SUGGESTED_CHARS: usize = 100;
+
 /// The candidate closest to `word`, if it is close enough to be a likely typo.
 pub fn did_you_mean<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let word_chars = word.chars().count();
+    if word_chars > MAX_SUGGESTED_CHARS {
+        return None;
+    }
     let normalized = |s: &str| s.replace(['_', '-'], "").to_ascii_lowercase();
     let word_norm = normalized(word);
     candidates
         .into_iter()
-        .map(|c| {
-            let distance = if normalized(c) == word_norm { 0 } else { edit_distance(word, c) };
-            (distance, c)
+        .filter_map(|c| {
+            let limit = (c.len().max(word.len()) / 3).max(1);
+            let distance = if normalized(c) == word_norm {
+                0
+            } else if c.chars().count().abs_diff(word_chars) > limit {
+                // At least that many edits: not worth measuring.
+                return None;
+            } else {
+                edit_distance(word, c)
+            };
+            (distance <= limit).then_some((distance, c))
         })
-        .filter(|(distance, c)| *distance <= (c.len().max(word.len()) / 3).max(1))
         .min_by_key(|(distance, _)| *distance)
         .map(|(_, c)| c)
+}
+
+/// The hint "did you mean `close`?" for the candidate closest to `word`,
+/// if one is close enough (see [`did_you_mean`]).
+pub fn suggest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<String> {
+    did_you_mean(word, candidates).map(|close| format!("did you mean `{close}`?"))
 }
 
 /// Names the place of a template of the catalog for a person: an inline
@@ -293,6 +314,19 @@ mod tests {
         assert_eq!(did_you_mean("input_schema", ["inputSchema", "name"]), Some("inputSchema"));
         assert_eq!(did_you_mean("zzz", ["name", "description"]), None);
         assert_eq!(did_you_mean("titel", ["name", "title"]), Some("title"));
+        assert_eq!(did_you_mean("a_b_c_d_e", ["abcde"]), Some("abcde"));
+        assert_eq!(suggest("descripton", ["name", "description"]).as_deref(), Some("did you mean `description`?"));
+        assert_eq!(suggest("zzz", ["name"]), None);
+    }
+
+    #[test]
+    fn long_words_get_no_suggestion() {
+        let long = "x".repeat(MAX_SUGGESTED_CHARS + 1);
+        let close = format!("{long}y");
+        assert_eq!(did_you_mean(&long, [close.as_str()]), None);
+        let short = "x".repeat(MAX_SUGGESTED_CHARS);
+        let close = format!("{short}y");
+        assert_eq!(did_you_mean(&short, [close.as_str()]), Some(close.as_str()));
     }
 
     #[test]

@@ -566,8 +566,8 @@ fn check_argument_names<'a>(
     let Some(unknown) = given.into_iter().find(|key| !known.names.iter().any(|(name, _)| name == key)) else {
         return Ok(());
     };
-    let guess = diag::did_you_mean(unknown, known.names.iter().map(|(name, _)| name.as_str()))
-        .map(|name| format!("; did you mean `{name}`?"))
+    let guess = diag::suggest(unknown, known.names.iter().map(|(name, _)| name.as_str()))
+        .map(|hint| format!("; {hint}"))
         .unwrap_or_default();
     let noun = known.noun;
     anyhow::bail!("{what} has no {noun} `{unknown}`{guess}\n  its {noun}s: {}", known.describe())
@@ -605,7 +605,7 @@ fn check_name<'a>(
     if names.clone().any(|known| known == name) {
         return Ok(());
     }
-    let guess = diag::did_you_mean(name, names).map(|known| format!("; did you mean `{known}`?")).unwrap_or_default();
+    let guess = diag::suggest(name, names).map(|hint| format!("; {hint}")).unwrap_or_default();
     anyhow::bail!("this catalog has no {what} `{name}`{guess}\n  see them all: carte list {} {kind}", catalog.display())
 }
 
@@ -638,9 +638,7 @@ fn completion_target(snapshot: &Snapshot, path: &Path, reference: &str) -> anyho
     }
     let prompts = catalog.prompts.iter().map(|p| p.name.as_str());
     let templates = catalog.resource_templates.iter().map(|t| t.template.as_str());
-    let guess = diag::did_you_mean(reference, prompts.chain(templates))
-        .map(|name| format!("; did you mean `{name}`?"))
-        .unwrap_or_default();
+    let guess = diag::suggest(reference, prompts.chain(templates)).map(|hint| format!("; {hint}")).unwrap_or_default();
     anyhow::bail!(
         "`{reference}` is neither a prompt nor a resource template of this catalog{guess}\n  \
          write `prompt:NAME` or `resource:URI-TEMPLATE` (see `carte list {0} prompts` and `carte list {0} templates`)",
