@@ -200,7 +200,7 @@ fn rmcp_outside_server(source: &str) -> Vec<String> {
 
 /// The items (`use …;`, `type … ;`) of `tokens` with the visibility written
 /// before them (empty when private) and their tokens.
-fn items<'a>(tokens: &'a [Token]) -> Vec<(String, &'a [Token])> {
+fn items(tokens: &[Token]) -> Vec<(String, &[Token])> {
     let mut found = Vec::new();
     let mut i = 0;
     while i < tokens.len() {

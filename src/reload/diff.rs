@@ -53,9 +53,11 @@ pub fn compare(old: &Snapshot, new: &Snapshot, subscribed: &BTreeSet<String>) ->
     Diff { changes: Changes { tools, prompts, resources: resources || templates, updated }, summary }
 }
 
-/// Each list's entries, keyed by name or URI, with their wire forms:
-/// tools, prompts, resources, resource templates.
-fn lists(catalog: &Catalog) -> [(&'static str, Vec<(&str, &Map<String, Value>)>); 4] {
+/// A list's entries, keyed by name or URI, with their wire forms.
+type Entries<'a> = Vec<(&'a str, &'a Map<String, Value>)>;
+
+/// Each list with its name: tools, prompts, resources, resource templates.
+fn lists(catalog: &Catalog) -> [(&'static str, Entries<'_>); 4] {
     [
         ("tools", catalog.tools.iter().map(|t| (t.name.as_str(), &t.wire)).collect()),
         ("prompts", catalog.prompts.iter().map(|p| (p.name.as_str(), &p.wire)).collect()),

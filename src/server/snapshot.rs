@@ -216,7 +216,8 @@ impl Snapshot {
         json!({ key: items.unwrap_or(Value::Null) })
     }
 
-    /// `tools/call` as JSON (see [`Snapshot::call_tool`]).
+    /// `tools/call` as JSON: an unknown tool is -32602; everything else is a
+    /// result (`isError` when the tool failed); a cancelled call is -32800.
     pub async fn call_tool_json(
         &self,
         name: &str,
@@ -244,7 +245,8 @@ impl Snapshot {
         }
     }
 
-    /// `prompts/get` as JSON (see [`Snapshot::get_prompt`]).
+    /// `prompts/get` as JSON: an unknown prompt or a missing required argument
+    /// is -32602, a message that fails to render -32603.
     pub async fn get_prompt_json(&self, name: &str, arguments: Option<Map<String, Value>>) -> Answer {
         answer(self.get_prompt(name, arguments).await)
     }
@@ -292,7 +294,7 @@ impl Snapshot {
         Ok(result)
     }
 
-    /// `resources/read` for a request: [`Snapshot::read_resource`] on the
+    /// `resources/read` for a request: [`Snapshot::read_resource_json`]'s reading on the
     /// blocking pool (matching and rendering never hold a runtime thread).
     pub(in crate::server) async fn read_resource_off_thread(
         &self,
