@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use carte::server::Snapshot;
+use carte::server::{ListKind, Snapshot};
 use serde_json::{Map, Value, json};
 
 const TOOLS: usize = 10_000;
@@ -102,13 +102,16 @@ fn main() {
     let arguments: Map<String, Value> =
         json!({ "room": "Focus", "tier": "pro", "hours": 3 }).as_object().cloned().unwrap_or_default();
     let per_call = time_per_iteration(100_000, || {
-        let result =
-            runtime.block_on(snapshot.call_tool("get_quote", Some(arguments.clone()), &carte::run::steps::NoClient));
+        let result = runtime.block_on(snapshot.call_tool_json(
+            "get_quote",
+            Some(arguments.clone()),
+            &carte::run::steps::NoClient,
+        ));
         std::hint::black_box(serde_json::to_vec(&result.expect("get_quote answers")).expect("serializes"));
     });
     println!("tools/call get_quote, in process (validate, render, serialize): {:.2} µs", per_call);
     let per_list = time_per_iteration(100_000, || {
-        let result = snapshot.list_tools(None).expect("tools/list answers");
+        let result = snapshot.list_page(ListKind::Tools, None).expect("tools/list answers");
         std::hint::black_box(serde_json::to_vec(&result).expect("serializes"));
     });
     println!("tools/list, in process (page + serialize): {:.2} µs", per_list);

@@ -1,5 +1,5 @@
 //! What tools, prompts and resources produce, before it becomes MCP types:
-//! content blocks and resource bodies, and rendering a declared [`Block`]
+//! content blocks (an embedded resource is a [`ResourceBody`]), and rendering a declared [`Block`]
 //! into one. Tools and prompts share this, so an image or an embedded
 //! resource behaves the same in both.
 
@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::catalog::{Block, Catalog, MediaKind};
 use crate::render::{self, RenderError};
-use crate::resource::{self, ReadError};
+use crate::resource::{self, ReadError, ResourceBody};
 
 /// One rendered content block.
 #[derive(Debug, Clone, PartialEq)]
@@ -38,26 +38,6 @@ pub enum Output {
         /// Its MIME type.
         mime_type: Option<String>,
     },
-}
-
-/// The contents of one resource.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ResourceBody {
-    /// The URI that was read.
-    pub uri: String,
-    /// Its MIME type.
-    pub mime_type: Option<String>,
-    /// Text or base64 bytes.
-    pub contents: Contents,
-}
-
-/// Text or binary resource contents.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Contents {
-    /// UTF-8 text.
-    Text(String),
-    /// Base64 of the bytes.
-    Blob(String),
 }
 
 /// Why a block could not be rendered.

@@ -4,7 +4,9 @@
 //! the offending line of text and, where one helps, a hint. Checks only build
 //! diagnostics; [`render_human`] and [`render_json`] turn them into the text a
 //! person reads (`path:line:column: error: …`, like a compiler) or the JSON a
-//! machine reads (`carte check --format json`).
+//! machine reads (`carte check --format json`). Also the words shared by
+//! every message: "did you mean" ([`did_you_mean`]), and how a place in the
+//! catalog is named for a person ([`readable_path`], [`template_place`]).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -205,19 +207,105 @@ pub fn edit_distance(a: &str, b: &str) -> usize {
     rows[a.len()][b.len()]
 }
 
+/// Longest word (in characters) that gets a "did you mean": longer ones are
+/// not typed by hand, and the edit distance grows with the square of the length.
+const MAX_SUGGESTED_CHARS: usize = 100;
+
 /// The candidate closest to `word`, if it is close enough to be a likely typo.
 pub fn did_you_mean<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let word_chars = word.chars().count();
+    if word_chars > MAX_SUGGESTED_CHARS {
+        return None;
+    }
     let normalized = |s: &str| s.replace(['_', '-'], "").to_ascii_lowercase();
     let word_norm = normalized(word);
     candidates
         .into_iter()
-        .map(|c| {
-            let distance = if normalized(c) == word_norm { 0 } else { edit_distance(word, c) };
-            (distance, c)
+        .filter_map(|c| {
+            let limit = (c.len().max(word.len()) / 3).max(1);
+            let distance = if normalized(c) == word_norm {
+                0
+            } else if c.chars().count().abs_diff(word_chars) > limit {
+                // At least that many edits: not worth measuring.
+                return None;
+            } else {
+                edit_distance(word, c)
+            };
+            (distance <= limit).then_some((distance, c))
         })
-        .filter(|(distance, c)| *distance <= (c.len().max(word.len()) / 3).max(1))
         .min_by_key(|(distance, _)| *distance)
         .map(|(_, c)| c)
+}
+
+/// The hint "did you mean `close`?" for the candidate closest to `word`,
+/// if one is close enough (see [`did_you_mean`]).
+pub fn suggest<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<String> {
+    did_you_mean(word, candidates).map(|close| format!("did you mean `{close}`?"))
+}
+
+/// Names the place of a template of the catalog for a person: an inline
+/// template is named `tool get_quote:/run/steps/0/log/data` inside carte,
+/// and shown as "`log.data` of step #1 of `run` of tool `get_quote`"; a file
+/// of the templates folder keeps its name.
+pub fn template_place(name: &str) -> String {
+    let Some((owner, pointer)) = name.rsplit_once(":/") else { return name.to_owned() };
+    let Some((kind, id)) = ["resource template ", "tool ", "prompt ", "resource "]
+        .iter()
+        .find_map(|kind| owner.strip_prefix(kind).map(|id| (kind.trim_end(), id)))
+    else {
+        return name.to_owned();
+    };
+    let segments: Vec<String> = pointer.split('/').map(str::to_owned).collect();
+    format!("{} of {kind} `{id}`", readable_path(&segments))
+}
+
+/// `["messages", "0", "role"]` → "`role` of message #1",
+/// `["complete", "product", "2"]` → "item #3 of `complete.product`": list
+/// indexes are counted from one and named after their list.
+pub fn readable_path(segments: &[String]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut keys: Vec<&str> = Vec::new();
+    for segment in segments {
+        match segment.parse::<usize>() {
+            Ok(idx) if !keys.is_empty() => {
+                let list = keys.last().copied().unwrap_or_default();
+                match singular(list) {
+                    Some(noun) => {
+                        keys.pop();
+                        if !keys.is_empty() {
+                            parts.push(format!("`{}`", keys.join(".")));
+                        }
+                        parts.push(format!("{noun} #{}", idx + 1));
+                    }
+                    None => parts.push(format!("item #{} of `{}`", idx + 1, keys.join("."))),
+                }
+                keys.clear();
+            }
+            _ => keys.push(segment),
+        }
+    }
+    if !keys.is_empty() {
+        parts.push(format!("`{}`", keys.join(".")));
+    }
+    parts.reverse();
+    parts.join(" of ")
+}
+
+/// What one entry of a list of carte's format is called.
+fn singular(list: &str) -> Option<&'static str> {
+    Some(match list {
+        "messages" => "message",
+        "arguments" => "argument",
+        "content" => "content block",
+        "setup" => "setup statement",
+        "include" => "include pattern",
+        "steps" => "step",
+        "tools" => "tool",
+        "prompts" => "prompt",
+        "resources" => "resource",
+        "resourceTemplates" => "resource template",
+        _ => return None,
+    })
 }
 
 #[cfg(test)]
@@ -230,6 +318,19 @@ mod tests {
         assert_eq!(did_you_mean("input_schema", ["inputSchema", "name"]), Some("inputSchema"));
         assert_eq!(did_you_mean("zzz", ["name", "description"]), None);
         assert_eq!(did_you_mean("titel", ["name", "title"]), Some("title"));
+        assert_eq!(did_you_mean("a_b_c_d_e", ["abcde"]), Some("abcde"));
+        assert_eq!(suggest("descripton", ["name", "description"]).as_deref(), Some("did you mean `description`?"));
+        assert_eq!(suggest("zzz", ["name"]), None);
+    }
+
+    #[test]
+    fn long_words_get_no_suggestion() {
+        let long = "x".repeat(MAX_SUGGESTED_CHARS + 1);
+        let close = format!("{long}y");
+        assert_eq!(did_you_mean(&long, [close.as_str()]), None);
+        let short = "x".repeat(MAX_SUGGESTED_CHARS);
+        let close = format!("{short}y");
+        assert_eq!(did_you_mean(&short, [close.as_str()]), Some(close.as_str()));
     }
 
     #[test]
@@ -247,5 +348,13 @@ mod tests {
         assert!(text.contains("  |     ^^^^^^^^^^"), "{text}");
         assert!(text.contains("= hint: did you mean `description`?"), "{text}");
         assert!(text.contains("1 error, 0 warnings"), "{text}");
+    }
+
+    #[test]
+    fn template_names_read_as_places() {
+        assert_eq!(template_place("tool a:/run/steps/0/log/data"), "`log.data` of step #1 of `run` of tool `a`");
+        assert_eq!(template_place("prompt p:/messages/1/text"), "`text` of message #2 of prompt `p`");
+        assert_eq!(template_place("resource template x://a/{b}:/text"), "`text` of resource template `x://a/{b}`");
+        assert_eq!(template_place("bookings.j2"), "bookings.j2");
     }
 }

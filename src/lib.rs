@@ -11,11 +11,18 @@
 //!   resources produce from a catalog snapshot, in carte's own types;
 //! - [`server`]: the only module that speaks MCP (rmcp): the handler, lists,
 //!   the stdio transport, and the hub of connected sessions that
-//!   notifications fan out to;
+//!   notifications fan out to; what the CLI and reload get from it is JSON or
+//!   carte's own types ([`server::Answer`], [`server::RequestError`]);
 //! - [`reload`]: watching the catalog's files, loading the next snapshot,
 //!   swapping it in and announcing what changed.
 //!
 //! Data flows one way: files → catalog → server; reload → hub → clients.
+//! Modules depend one way too: `diag` and `uri_template` use nothing;
+//! `render` uses `diag`; `catalog` uses those; `resource`, `content`,
+//! `prompt` and `run` use `catalog` and `render` (`content` uses `resource`,
+//! `prompt` and `run` use `content`); `server` uses all of them; `reload`
+//! uses `server`. `tests/architecture.rs` checks this, and that only
+//! `server` names rmcp.
 #![deny(missing_docs)]
 
 pub mod catalog;

@@ -10,7 +10,7 @@ use carte::catalog::{self, Catalog};
 use carte::diag::{self, Diagnostic};
 use carte::reload;
 use carte::server::http::HttpOptions;
-use carte::server::{ListKind, RequestError, Shared, Snapshot};
+use carte::server::{Answer, ListKind, Shared, Snapshot};
 use clap::{Parser, Subcommand, ValueEnum};
 use serde_json::{Map, Value};
 
@@ -322,8 +322,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 arguments.insert(key.to_owned(), typed_argument(schema.as_ref(), key, value));
             }
             let client = carte::run::steps::NoClient;
-            let result = runtime()?.block_on(snapshot.call_tool(&tool, Some(arguments), &client));
-            let failed = matches!(&result, Ok(result) if result.is_error == Some(true));
+            let result = runtime()?.block_on(snapshot.call_tool_json(&tool, Some(arguments), &client));
+            let failed = matches!(&result, Ok(result) if result.get("isError") == Some(&Value::Bool(true)));
             let code = print_answer(result);
             Ok(if failed { ExitCode::from(1) } else { code })
         }
@@ -347,7 +347,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 let usage = format!("carte prompt {} {name}", catalog.display());
                 check_required(&what, &usage, &arguments, &known)?;
             }
-            Ok(print_answer(runtime()?.block_on(snapshot.get_prompt(&name, Some(arguments)))))
+            Ok(print_answer(runtime()?.block_on(snapshot.get_prompt_json(&name, Some(arguments)))))
         }
         Command::Complete { catalog, reference, argument, prefix } => {
             let Some(snapshot) = load_or_report(&catalog) else { return Ok(ExitCode::from(1)) };
@@ -377,7 +377,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Read { catalog, uri } => {
             let Some(snapshot) = load_or_report(&catalog) else { return Ok(ExitCode::from(1)) };
-            Ok(print_answer(snapshot.read_resource(&uri).map(|contents| serde_json::json!({ "contents": contents }))))
+            Ok(print_answer(snapshot.read_resource_json(&uri)))
         }
         Command::Schema => {
             print_json(&catalog::structure::catalog_schema());
@@ -566,8 +566,8 @@ fn check_argument_names<'a>(
     let Some(unknown) = given.into_iter().find(|key| !known.names.iter().any(|(name, _)| name == key)) else {
         return Ok(());
     };
-    let guess = diag::did_you_mean(unknown, known.names.iter().map(|(name, _)| name.as_str()))
-        .map(|name| format!("; did you mean `{name}`?"))
+    let guess = diag::suggest(unknown, known.names.iter().map(|(name, _)| name.as_str()))
+        .map(|hint| format!("; {hint}"))
         .unwrap_or_default();
     let noun = known.noun;
     anyhow::bail!("{what} has no {noun} `{unknown}`{guess}\n  its {noun}s: {}", known.describe())
@@ -605,7 +605,7 @@ fn check_name<'a>(
     if names.clone().any(|known| known == name) {
         return Ok(());
     }
-    let guess = diag::did_you_mean(name, names).map(|known| format!("; did you mean `{known}`?")).unwrap_or_default();
+    let guess = diag::suggest(name, names).map(|hint| format!("; {hint}")).unwrap_or_default();
     anyhow::bail!("this catalog has no {what} `{name}`{guess}\n  see them all: carte list {} {kind}", catalog.display())
 }
 
@@ -638,9 +638,7 @@ fn completion_target(snapshot: &Snapshot, path: &Path, reference: &str) -> anyho
     }
     let prompts = catalog.prompts.iter().map(|p| p.name.as_str());
     let templates = catalog.resource_templates.iter().map(|t| t.template.as_str());
-    let guess = diag::did_you_mean(reference, prompts.chain(templates))
-        .map(|name| format!("; did you mean `{name}`?"))
-        .unwrap_or_default();
+    let guess = diag::suggest(reference, prompts.chain(templates)).map(|hint| format!("; {hint}")).unwrap_or_default();
     anyhow::bail!(
         "`{reference}` is neither a prompt nor a resource template of this catalog{guess}\n  \
          write `prompt:NAME` or `resource:URI-TEMPLATE` (see `carte list {0} prompts` and `carte list {0} templates`)",
@@ -658,25 +656,16 @@ fn typed_argument(schema: Option<&Value>, key: &str, value: &str) -> Value {
     serde_json::from_str(value).unwrap_or_else(|_| Value::String(value.to_owned()))
 }
 
-/// A result as a client on a session-based protocol version sees it.
-fn wire(result: &impl serde::Serialize) -> Value {
-    let mut value = serde_json::to_value(result).unwrap_or(Value::Null);
-    if let Value::Object(map) = &mut value {
-        map.remove("resultType");
-    }
-    value
-}
-
 /// Prints what a client receives, or the JSON-RPC error it would get instead
 /// (on stderr, exit 2).
-fn print_answer(answer: Result<impl serde::Serialize, RequestError>) -> ExitCode {
+fn print_answer(answer: Answer) -> ExitCode {
     match answer {
         Ok(result) => {
-            print_json(&wire(&result));
+            print_json(&result);
             ExitCode::SUCCESS
         }
         Err(err) => {
-            eprintln!("carte: {} (JSON-RPC error {})", err.message, err.code.0);
+            eprintln!("carte: {err}");
             ExitCode::from(2)
         }
     }

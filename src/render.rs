@@ -792,7 +792,7 @@ pub fn describe(err: &Error) -> String {
         message = "template did too much work or built too much data (a runaway loop?) and was stopped".to_owned();
     }
     if let (Some(name), Some(line)) = (err.name(), err.line()) {
-        message.push_str(&format!(" (in template {}, line {line})", crate::catalog::structure::template_place(name)));
+        message.push_str(&format!(" (in template {}, line {line})", crate::diag::template_place(name)));
     }
     message
 }

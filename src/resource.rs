@@ -1,14 +1,34 @@
 //! Reading a resource by URI from a catalog snapshot: fixed resources first,
 //! then resource templates (whose variables the body template sees). A
 //! template's body that calls `fail()` rejects the URI: not found, with
-//! its message.
+//! its message. What a read produces, [`ResourceBody`], is defined here; content
+//! blocks embed it (`content` depends on `resource`, never the reverse).
 
 use base64::Engine as _;
 use minijinja::Value;
 
 use crate::catalog::{Body, Catalog};
-use crate::content::{Contents, ResourceBody};
 use crate::render::{self, RenderError};
+
+/// The contents of one resource.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResourceBody {
+    /// The URI that was read.
+    pub uri: String,
+    /// Its MIME type.
+    pub mime_type: Option<String>,
+    /// Text or base64 bytes.
+    pub contents: Contents,
+}
+
+/// Text or binary resource contents.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Contents {
+    /// UTF-8 text.
+    Text(String),
+    /// Base64 of the bytes.
+    Blob(String),
+}
 
 /// Why a resource could not be read.
 #[derive(Debug, thiserror::Error)]

@@ -24,6 +24,7 @@ use crate::catalog::model::{
 };
 use crate::catalog::source::{ParsedFile, Positions, escape_pointer};
 use crate::diag::{Diagnostic, did_you_mean};
+pub use crate::diag::{readable_path, template_place};
 
 /// The catalog format's JSON Schema, as `carte schema` prints it.
 pub fn catalog_schema() -> Value {
@@ -609,71 +610,6 @@ pub fn describe(root: &Value, pointer: &str) -> String {
     if rest.is_empty() { owner } else { format!("{} of {owner}", readable_path(rest)) }
 }
 
-/// Names the place of a template of the catalog for a person: an inline
-/// template is named `tool get_quote:/run/steps/0/log/data` inside carte,
-/// and shown as "`log.data` of step #1 of `run` of tool `get_quote`"; a file
-/// of the templates folder keeps its name.
-pub fn template_place(name: &str) -> String {
-    let Some((owner, pointer)) = name.rsplit_once(":/") else { return name.to_owned() };
-    let Some((kind, id)) = ["resource template ", "tool ", "prompt ", "resource "]
-        .iter()
-        .find_map(|kind| owner.strip_prefix(kind).map(|id| (kind.trim_end(), id)))
-    else {
-        return name.to_owned();
-    };
-    let segments: Vec<String> = pointer.split('/').map(str::to_owned).collect();
-    format!("{} of {kind} `{id}`", readable_path(&segments))
-}
-
-/// `["messages", "0", "role"]` → "`role` of message #1",
-/// `["complete", "product", "2"]` → "item #3 of `complete.product`": list
-/// indexes are counted from one and named after their list.
-pub fn readable_path(segments: &[String]) -> String {
-    let mut parts: Vec<String> = Vec::new();
-    let mut keys: Vec<&str> = Vec::new();
-    for segment in segments {
-        match segment.parse::<usize>() {
-            Ok(idx) if !keys.is_empty() => {
-                let list = keys.last().copied().unwrap_or_default();
-                match singular(list) {
-                    Some(noun) => {
-                        keys.pop();
-                        if !keys.is_empty() {
-                            parts.push(format!("`{}`", keys.join(".")));
-                        }
-                        parts.push(format!("{noun} #{}", idx + 1));
-                    }
-                    None => parts.push(format!("item #{} of `{}`", idx + 1, keys.join("."))),
-                }
-                keys.clear();
-            }
-            _ => keys.push(segment),
-        }
-    }
-    if !keys.is_empty() {
-        parts.push(format!("`{}`", keys.join(".")));
-    }
-    parts.reverse();
-    parts.join(" of ")
-}
-
-/// What one entry of a list of carte's format is called.
-fn singular(list: &str) -> Option<&'static str> {
-    Some(match list {
-        "messages" => "message",
-        "arguments" => "argument",
-        "content" => "content block",
-        "setup" => "setup statement",
-        "include" => "include pattern",
-        "steps" => "step",
-        "tools" => "tool",
-        "prompts" => "prompt",
-        "resources" => "resource",
-        "resourceTemplates" => "resource template",
-        _ => return None,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use std::path::Path;
@@ -757,14 +693,6 @@ mod tests {
             found[0].message,
             "item #3 of `complete.a` of resource template `x://{a}` should be text, found the number `3`"
         );
-    }
-
-    #[test]
-    fn template_names_read_as_places() {
-        assert_eq!(template_place("tool a:/run/steps/0/log/data"), "`log.data` of step #1 of `run` of tool `a`");
-        assert_eq!(template_place("prompt p:/messages/1/text"), "`text` of message #2 of prompt `p`");
-        assert_eq!(template_place("resource template x://a/{b}:/text"), "`text` of resource template `x://a/{b}`");
-        assert_eq!(template_place("bookings.j2"), "bookings.j2");
     }
 
     #[test]

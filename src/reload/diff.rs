@@ -10,6 +10,7 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 
 use serde_json::{Map, Value};
 
+use crate::catalog::Catalog;
 use crate::server::Snapshot;
 use crate::server::hub::Changes;
 
@@ -41,30 +42,9 @@ const NO_CHANGE: &str = "no visible change";
 pub fn compare(old: &Snapshot, new: &Snapshot, subscribed: &BTreeSet<String>) -> Diff {
     let (old_catalog, new_catalog) = (&old.catalog, &new.catalog);
     let mut parts = Vec::new();
-    let tools = section(
-        "tools",
-        old_catalog.tools.iter().map(|t| (t.name.as_str(), &t.wire)),
-        new_catalog.tools.iter().map(|t| (t.name.as_str(), &t.wire)),
-        &mut parts,
-    );
-    let prompts = section(
-        "prompts",
-        old_catalog.prompts.iter().map(|p| (p.name.as_str(), &p.wire)),
-        new_catalog.prompts.iter().map(|p| (p.name.as_str(), &p.wire)),
-        &mut parts,
-    );
-    let resources = section(
-        "resources",
-        old_catalog.resources.iter().map(|r| (r.uri.as_str(), &r.wire)),
-        new_catalog.resources.iter().map(|r| (r.uri.as_str(), &r.wire)),
-        &mut parts,
-    );
-    let templates = section(
-        "resource templates",
-        old_catalog.resource_templates.iter().map(|t| (t.template.as_str(), &t.wire)),
-        new_catalog.resource_templates.iter().map(|t| (t.template.as_str(), &t.wire)),
-        &mut parts,
-    );
+    let (before, after) = (lists(old_catalog), lists(new_catalog));
+    let [tools, prompts, resources, templates] =
+        std::array::from_fn(|i| section(before[i].0, &before[i].1, &after[i].1, &mut parts));
     let updated: BTreeSet<String> = subscribed.iter().filter(|uri| read(old, uri) != read(new, uri)).cloned().collect();
     if old_catalog.server != new_catalog.server {
         parts.push("server info (clients see it when they next connect)".to_owned());
@@ -73,29 +53,40 @@ pub fn compare(old: &Snapshot, new: &Snapshot, subscribed: &BTreeSet<String>) ->
     Diff { changes: Changes { tools, prompts, resources: resources || templates, updated }, summary }
 }
 
+/// A list's entries, keyed by name or URI, with their wire forms.
+type Entries<'a> = Vec<(&'a str, &'a Map<String, Value>)>;
+
+/// Each list with its name: tools, prompts, resources, resource templates.
+fn lists(catalog: &Catalog) -> [(&'static str, Entries<'_>); 4] {
+    [
+        ("tools", catalog.tools.iter().map(|t| (t.name.as_str(), &t.wire)).collect()),
+        ("prompts", catalog.prompts.iter().map(|p| (p.name.as_str(), &p.wire)).collect()),
+        ("resources", catalog.resources.iter().map(|r| (r.uri.as_str(), &r.wire)).collect()),
+        ("resource templates", catalog.resource_templates.iter().map(|t| (t.template.as_str(), &t.wire)).collect()),
+    ]
+}
+
 /// Whether a list changed (order included); adds `name +added -removed ~changed` to `parts`.
-fn section<'a>(
+fn section(
     name: &str,
-    old: impl Iterator<Item = (&'a str, &'a Map<String, Value>)>,
-    new: impl Iterator<Item = (&'a str, &'a Map<String, Value>)>,
+    old: &[(&str, &Map<String, Value>)],
+    new: &[(&str, &Map<String, Value>)],
     parts: &mut Vec<String>,
 ) -> bool {
-    let old: Vec<_> = old.collect();
-    let new: Vec<_> = new.collect();
     if old == new {
         return false;
     }
     let before: HashMap<&str, &Map<String, Value>> = old.iter().copied().collect();
     let after: HashSet<&str> = new.iter().map(|(key, _)| *key).collect();
     let mut words = Vec::new();
-    for (key, wire) in &new {
+    for (key, wire) in new {
         match before.get(key) {
             None => words.push(format!("+{key}")),
             Some(previous) if previous != wire => words.push(format!("~{key}")),
             Some(_) => {}
         }
     }
-    for (key, _) in &old {
+    for (key, _) in old {
         if !after.contains(key) {
             words.push(format!("-{key}"));
         }
@@ -109,9 +100,9 @@ fn section<'a>(
 
 /// A resource's contents (or why it cannot be read), comparable.
 fn read(snapshot: &Snapshot, uri: &str) -> Value {
-    match snapshot.read_resource(uri) {
-        Ok(contents) => serde_json::to_value(contents).unwrap_or(Value::Null),
-        Err(err) => Value::String(err.message.into_owned()),
+    match snapshot.read_resource_json(uri) {
+        Ok(contents) => contents,
+        Err(err) => Value::String(err.message),
     }
 }
 

@@ -26,10 +26,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rmcp::model::LoggingLevel;
 use serde_json::json;
 use tokio::sync::mpsc;
 
+use crate::catalog::model::LogLevel;
 use crate::catalog::{self, Inputs};
 use crate::diag;
 use crate::server::{Shared, Snapshot};
@@ -312,7 +312,7 @@ fn apply(shared: &Shared, outcome: Outcome) {
                     "fingerprint": fingerprint,
                 })
             };
-            let report = crate::server::hub::Report { level: LoggingLevel::Info, logger: LOGGER, data: &data };
+            let report = crate::server::hub::Report { level: LogLevel::Info, logger: LOGGER, data: &data };
             shared.hub.announce(&diff.changes, Some(&report));
         }
         Outcome::Invalid { diagnostics } => {
@@ -321,7 +321,7 @@ fn apply(shared: &Shared, outcome: Outcome) {
             shared.record_reload(Some(text.clone()));
             tracing::error!("the catalog has errors; still serving generation {generation}\n{}", text.trim_end());
             shared.hub.log(
-                LoggingLevel::Error,
+                LogLevel::Error,
                 LOGGER,
                 json!(format!("the catalog has errors; still serving generation {generation}\n{text}")),
             );

@@ -20,6 +20,7 @@ use serde_json::{Value, json};
 
 use crate::catalog::model::{LogLevel, Role};
 use crate::catalog::{Amount, Catalog, Step, StepData, Wait};
+use crate::duration::parse_sleep;
 use crate::render::{self, RenderError};
 
 /// A future a [`Client`] returns.
@@ -200,7 +201,7 @@ impl StepAt<'_> {
         } else if text.len() > MAX_SHOWN_SLEEP {
             Err(format!("`{}` is not a duration", crate::run::cut(text.to_owned(), MAX_SHOWN_SLEEP)))
         } else {
-            crate::duration::parse_sleep(text)
+            parse_sleep(text)
         };
         parsed.map_err(|reason| {
             Stopped::Failed(format!(

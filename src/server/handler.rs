@@ -21,7 +21,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::Shared;
-use super::hub::{MAX_SUBSCRIPTIONS, Session, SubscribeError, severity};
+use super::hub::{MAX_SUBSCRIPTIONS, Session, SubscribeError, severity, wire_level};
 use crate::catalog::model::LogLevel;
 use crate::run::steps::{Client, ClientFuture};
 use rmcp::model::{CreateMessageRequestParams, ElicitRequestParams, ProgressNotificationParam};
@@ -141,7 +141,7 @@ impl ServerHandler for Handler {
         request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        self.shared.snapshot().list_tools(cursor(request).as_deref())
+        self.shared.snapshot().list(cursor(request).as_deref())
     }
 
     async fn call_tool(
@@ -176,7 +176,7 @@ impl ServerHandler for Handler {
         request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
-        self.shared.snapshot().list_prompts(cursor(request).as_deref())
+        self.shared.snapshot().list(cursor(request).as_deref())
     }
 
     async fn get_prompt(
@@ -192,7 +192,7 @@ impl ServerHandler for Handler {
         request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        self.shared.snapshot().list_resources(cursor(request).as_deref())
+        self.shared.snapshot().list(cursor(request).as_deref())
     }
 
     async fn list_resource_templates(
@@ -200,7 +200,7 @@ impl ServerHandler for Handler {
         request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        self.shared.snapshot().list_resource_templates(cursor(request).as_deref())
+        self.shared.snapshot().list(cursor(request).as_deref())
     }
 
     async fn read_resource(
@@ -354,23 +354,10 @@ struct RequestClient<'a> {
     context: &'a RequestContext<RoleServer>,
 }
 
-fn rmcp_level(level: LogLevel) -> LoggingLevel {
-    match level {
-        LogLevel::Debug => LoggingLevel::Debug,
-        LogLevel::Info => LoggingLevel::Info,
-        LogLevel::Notice => LoggingLevel::Notice,
-        LogLevel::Warning => LoggingLevel::Warning,
-        LogLevel::Error => LoggingLevel::Error,
-        LogLevel::Critical => LoggingLevel::Critical,
-        LogLevel::Alert => LoggingLevel::Alert,
-        LogLevel::Emergency => LoggingLevel::Emergency,
-    }
-}
-
 impl Client for RequestClient<'_> {
     fn log(&self, level: LogLevel, logger: &str, data: serde_json::Value) -> ClientFuture<'_, ()> {
         let logger = logger.to_owned();
-        Box::pin(async move { self.handler.log(self.context, rmcp_level(level), &logger, || data).await })
+        Box::pin(async move { self.handler.log(self.context, wire_level(level), &logger, || data).await })
     }
 
     fn progress(&self, progress: f64, total: Option<f64>, message: Option<String>) -> ClientFuture<'_, ()> {

@@ -25,6 +25,8 @@ use rmcp::service::{Peer, RoleServer, SubscriptionSink};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
+use crate::catalog::model::LogLevel;
+
 /// Longest one notification may take to hand to a client's transport.
 pub const SEND_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -78,7 +80,7 @@ pub struct Changes {
 /// session subscribed to, so no client learns what another subscribed to.
 pub struct Report<'a> {
     /// Its level.
-    pub level: LoggingLevel,
+    pub level: LogLevel,
     /// Its logger.
     pub logger: &'a str,
     /// Builds the data for one session from the URIs it is told were updated.
@@ -132,6 +134,20 @@ pub struct Session {
     /// Unique within this process.
     pub id: u64,
     level: Mutex<Option<LoggingLevel>>,
+}
+
+/// carte's log level as MCP's.
+pub(in crate::server) fn wire_level(level: LogLevel) -> LoggingLevel {
+    match level {
+        LogLevel::Debug => LoggingLevel::Debug,
+        LogLevel::Info => LoggingLevel::Info,
+        LogLevel::Notice => LoggingLevel::Notice,
+        LogLevel::Warning => LoggingLevel::Warning,
+        LogLevel::Error => LoggingLevel::Error,
+        LogLevel::Critical => LoggingLevel::Critical,
+        LogLevel::Alert => LoggingLevel::Alert,
+        LogLevel::Emergency => LoggingLevel::Emergency,
+    }
 }
 
 /// Orders MCP log levels (rmcp's type has no ordering).
@@ -297,10 +313,10 @@ impl Hub {
             let uris = updated.get(id).map(Vec::as_slice).unwrap_or_default();
             notes.extend(uris.iter().map(|uri| Note::Updated((*uri).to_owned())));
             if let (Some(report), Kind::Session(session)) = (report, &member.kind)
-                && session.admits(report.level)
+                && session.admits(wire_level(report.level))
             {
                 notes.push(Note::Log {
-                    level: report.level,
+                    level: wire_level(report.level),
                     logger: report.logger.to_owned(),
                     data: (report.data)(uris),
                 });
@@ -311,7 +327,8 @@ impl Hub {
 
     /// Queues a log message to every session whose level admits it
     /// (listen streams carry no log messages).
-    pub fn log(&self, level: LoggingLevel, logger: &str, data: Value) {
+    pub fn log(&self, level: LogLevel, logger: &str, data: Value) {
+        let level = wire_level(level);
         let state = lock(&self.state);
         for (id, member) in &state.members {
             if let Kind::Session(session) = &member.kind
@@ -476,7 +493,7 @@ mod tests {
             ..Changes::default()
         };
         let data = |uris: &[&str]| Value::from(uris.join(" "));
-        hub.announce(&changes, Some(&Report { level: LoggingLevel::Info, logger: "l", data: &data }));
+        hub.announce(&changes, Some(&Report { level: LogLevel::Info, logger: "l", data: &data }));
         let log = |text: &str| Note::Log { level: LoggingLevel::Info, logger: "l".to_owned(), data: Value::from(text) };
         assert_eq!(
             drain(&mut first_notes),
@@ -488,7 +505,7 @@ mod tests {
         );
         // A session whose level is above the report's gets the notifications only.
         second.set_level(LoggingLevel::Error);
-        hub.announce(&changes, Some(&Report { level: LoggingLevel::Info, logger: "l", data: &data }));
+        hub.announce(&changes, Some(&Report { level: LogLevel::Info, logger: "l", data: &data }));
         assert_eq!(drain(&mut second_notes), [Note::ToolsChanged, Note::Updated("x://second".to_owned())]);
     }
 }

@@ -26,9 +26,7 @@ use std::time::SystemTime;
 use rmcp::ServiceExt;
 
 pub use handler::Handler;
-/// The JSON-RPC error a request may answer with (the CLI prints it).
-pub use rmcp::model::ErrorData as RequestError;
-pub use snapshot::{ListKind, Snapshot};
+pub use snapshot::{Answer, ListKind, RequestError, Snapshot};
 
 /// State shared by every session of one server.
 pub struct Shared {

@@ -2,8 +2,13 @@
 //! once (the `initialize` answer, the list items as rmcp types), and the
 //! operations that answer MCP requests from it.
 //!
-//! The CLI (`carte list`, `call`, `prompt`, `complete`, `read`) calls these same
-//! operations, so what it prints is what a client receives.
+//! The operations come in two faces. The handler uses the rmcp-typed ones,
+//! visible only inside `server/`. Everything else (the CLI's `carte list`,
+//! `call`, `prompt`, `complete`, `read`; reload's diff) uses the same
+//! operations through their JSON face, [`Answer`]: the result as a client
+//! receives it, or the JSON-RPC error as carte's own [`RequestError`]. So what
+//! the CLI prints is what a client receives, and no code outside `server/`
+//! names an rmcp type (`tests/architecture.rs` checks it).
 
 use std::sync::Arc;
 
@@ -15,13 +20,14 @@ use rmcp::model::{
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, Prompt, PromptMessage, Reference, Resource,
     ResourceContents, ResourceTemplate, Role, ServerCapabilities, ServerConfig, Tool,
 };
+use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 use crate::catalog::{self, Catalog, MediaKind};
-use crate::content::{Contents, Output, ResourceBody};
+use crate::content::Output;
 use crate::prompt::PromptError;
 use crate::render::RenderError;
-use crate::resource::ReadError;
+use crate::resource::{Contents, ReadError, ResourceBody};
 use crate::run::{self, ToolOutcome};
 use crate::uri_template::{self, MAX_URI_BYTES};
 
@@ -31,8 +37,49 @@ pub const REQUEST_CANCELLED: i32 = -32800;
 /// How many items one page of a list holds.
 pub const PAGE_SIZE: usize = 100;
 
+/// A JSON-RPC error a request answers with, in carte's own type.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RequestError {
+    /// The JSON-RPC error code, e.g. -32602 (invalid params).
+    pub code: i32,
+    /// What went wrong, for a person.
+    pub message: String,
+    /// Details for a program, e.g. `{"uri": …}`.
+    pub data: Option<Value>,
+}
+
+impl std::fmt::Display for RequestError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} (JSON-RPC error {})", self.message, self.code)
+    }
+}
+
+impl From<ErrorData> for RequestError {
+    fn from(err: ErrorData) -> RequestError {
+        RequestError { code: err.code.0, message: err.message.into_owned(), data: err.data }
+    }
+}
+
+/// What a request answers: the result's JSON as a client on a session-based
+/// protocol version receives it (no `resultType`), or the error.
+pub type Answer = Result<Value, RequestError>;
+
+/// An rmcp-typed answer as an [`Answer`].
+fn answer(result: Result<impl Serialize, ErrorData>) -> Answer {
+    let result = result.map_err(RequestError::from)?;
+    let mut value = serde_json::to_value(result).map_err(|err| RequestError {
+        code: ErrorCode::INTERNAL_ERROR.0,
+        message: format!("internal: the result does not convert to JSON: {err}"),
+        data: None,
+    })?;
+    if let Value::Object(map) = &mut value {
+        map.remove("resultType");
+    }
+    Ok(value)
+}
+
 /// -32602 for a URI longer than [`MAX_URI_BYTES`], before any matching.
-pub fn check_uri_length(uri: &str) -> Result<(), ErrorData> {
+pub(in crate::server) fn check_uri_length(uri: &str) -> Result<(), ErrorData> {
     uri_template::check_length(uri).map_err(|err| {
         ErrorData::invalid_params(err.to_string(), Some(json!({ "length": err.len, "max": MAX_URI_BYTES })))
     })
@@ -46,7 +93,7 @@ pub struct Snapshot {
     /// The catalog.
     pub catalog: Arc<Catalog>,
     /// What `initialize` answers (serverInfo, capabilities, instructions).
-    pub info: ServerConfig,
+    pub(in crate::server) info: ServerConfig,
     /// Counts the catalogs this process has served: 1 at start, +1 per reload.
     pub generation: u64,
     /// A hash of everything the list methods return, as 16 hex digits.
@@ -141,45 +188,21 @@ impl Snapshot {
         format!("{:016x}", hasher.0)
     }
 
-    /// The list items, for comparing two snapshots.
-    pub fn items(&self) -> (&[Tool], &[Prompt], &[Resource], &[ResourceTemplate]) {
-        (&self.tools, &self.prompts, &self.resources, &self.resource_templates)
+    /// One page of a list (`tools/list`, `prompts/list`, `resources/list`,
+    /// `resources/templates/list`: which one, the result type says).
+    pub(in crate::server) fn list<L: Listing>(&self, cursor: Option<&str>) -> Result<L, ErrorData> {
+        let (page, next) = paginate(L::items(self), cursor)?;
+        Ok(L::page(page.to_vec(), next, self.meta.clone()))
     }
 
-    /// One page of `tools/list`.
-    pub fn list_tools(&self, cursor: Option<&str>) -> Result<ListToolsResult, ErrorData> {
-        let (page, next) = paginate(&self.tools, cursor)?;
-        let mut result = ListToolsResult::with_all_items(page.to_vec());
-        result.next_cursor = next;
-        result.meta = Some(self.meta.clone());
-        Ok(result)
-    }
-
-    /// One page of `prompts/list`.
-    pub fn list_prompts(&self, cursor: Option<&str>) -> Result<ListPromptsResult, ErrorData> {
-        let (page, next) = paginate(&self.prompts, cursor)?;
-        let mut result = ListPromptsResult::with_all_items(page.to_vec());
-        result.next_cursor = next;
-        result.meta = Some(self.meta.clone());
-        Ok(result)
-    }
-
-    /// One page of `resources/list`.
-    pub fn list_resources(&self, cursor: Option<&str>) -> Result<ListResourcesResult, ErrorData> {
-        let (page, next) = paginate(&self.resources, cursor)?;
-        let mut result = ListResourcesResult::with_all_items(page.to_vec());
-        result.next_cursor = next;
-        result.meta = Some(self.meta.clone());
-        Ok(result)
-    }
-
-    /// One page of `resources/templates/list`.
-    pub fn list_resource_templates(&self, cursor: Option<&str>) -> Result<ListResourceTemplatesResult, ErrorData> {
-        let (page, next) = paginate(&self.resource_templates, cursor)?;
-        let mut result = ListResourceTemplatesResult::with_all_items(page.to_vec());
-        result.next_cursor = next;
-        result.meta = Some(self.meta.clone());
-        Ok(result)
+    /// One page of a list as JSON, as a client receives it.
+    pub fn list_page(&self, kind: ListKind, cursor: Option<&str>) -> Answer {
+        match kind {
+            ListKind::Tools => answer(self.list::<ListToolsResult>(cursor)),
+            ListKind::Prompts => answer(self.list::<ListPromptsResult>(cursor)),
+            ListKind::Resources => answer(self.list::<ListResourcesResult>(cursor)),
+            ListKind::Templates => answer(self.list::<ListResourceTemplatesResult>(cursor)),
+        }
     }
 
     /// A whole list as JSON, every page joined, as `carte list` prints it.
@@ -193,10 +216,21 @@ impl Snapshot {
         json!({ key: items.unwrap_or(Value::Null) })
     }
 
+    /// `tools/call` as JSON: an unknown tool is -32602; everything else is a
+    /// result (`isError` when the tool failed); a cancelled call is -32800.
+    pub async fn call_tool_json(
+        &self,
+        name: &str,
+        arguments: Option<Map<String, Value>>,
+        client: &dyn run::steps::Client,
+    ) -> Answer {
+        answer(self.call_tool(name, arguments, client).await)
+    }
+
     /// `tools/call`: an unknown tool is -32602; everything else is a result.
     /// A cancelled call is an error response (which the stdio transport
     /// drops: a cancelled request gets no answer).
-    pub async fn call_tool(
+    pub(in crate::server) async fn call_tool(
         &self,
         name: &str,
         arguments: Option<Map<String, Value>>,
@@ -211,8 +245,14 @@ impl Snapshot {
         }
     }
 
+    /// `prompts/get` as JSON: an unknown prompt or a missing required argument
+    /// is -32602, a message that fails to render -32603.
+    pub async fn get_prompt_json(&self, name: &str, arguments: Option<Map<String, Value>>) -> Answer {
+        answer(self.get_prompt(name, arguments).await)
+    }
+
     /// `prompts/get`. The messages render on the blocking pool.
-    pub async fn get_prompt(
+    pub(in crate::server) async fn get_prompt(
         &self,
         name: &str,
         arguments: Option<Map<String, Value>>,
@@ -254,9 +294,12 @@ impl Snapshot {
         Ok(result)
     }
 
-    /// `resources/read` for a request: [`Snapshot::read_resource`] on the
+    /// `resources/read` for a request: [`Snapshot::read_resource_json`]'s reading on the
     /// blocking pool (matching and rendering never hold a runtime thread).
-    pub async fn read_resource_off_thread(&self, uri: &str) -> Result<Vec<ResourceContents>, ErrorData> {
+    pub(in crate::server) async fn read_resource_off_thread(
+        &self,
+        uri: &str,
+    ) -> Result<Vec<ResourceContents>, ErrorData> {
         check_uri_length(uri)?;
         let catalog = Arc::clone(&self.catalog);
         let owned_uri = uri.to_owned();
@@ -265,26 +308,32 @@ impl Snapshot {
             .unwrap_or_else(|err| Err(read_error(uri, ReadError::Render(err))))
     }
 
-    /// `resources/read`, blocking: an unknown URI, or one a resource
-    /// template rejects with `fail()`, is -32002 with `data.uri` (rmcp makes
-    /// it -32602 for 2026-07-28 clients); a URI over [`MAX_URI_BYTES`] is -32602.
-    pub fn read_resource(&self, uri: &str) -> Result<Vec<ResourceContents>, ErrorData> {
-        read(&self.catalog, uri)
+    /// `resources/read` as JSON (`{"contents": [...]}`), blocking: an unknown
+    /// URI, or one a resource template rejects with `fail()`, is -32002 with
+    /// `data.uri` (rmcp makes it -32602 for 2026-07-28 clients); a URI over
+    /// [`MAX_URI_BYTES`] is -32602.
+    pub fn read_resource_json(&self, uri: &str) -> Answer {
+        answer(read(&self.catalog, uri).map(|contents| json!({ "contents": contents })))
     }
 
-    /// `completion/complete` for a prompt's argument (as `carte complete` asks).
-    pub fn complete_prompt(&self, name: &str, argument: &str, typed: &str) -> Result<CompleteResult, ErrorData> {
-        self.complete(&Reference::for_prompt(name), argument, typed)
+    /// `completion/complete` for a prompt's argument, as JSON (as `carte complete` asks).
+    pub fn complete_prompt(&self, name: &str, argument: &str, typed: &str) -> Answer {
+        answer(self.complete(&Reference::for_prompt(name), argument, typed))
     }
 
-    /// `completion/complete` for a resource template's variable (as `carte complete` asks).
-    pub fn complete_resource(&self, uri: &str, argument: &str, typed: &str) -> Result<CompleteResult, ErrorData> {
-        self.complete(&Reference::for_resource(uri), argument, typed)
+    /// `completion/complete` for a resource template's variable, as JSON (as `carte complete` asks).
+    pub fn complete_resource(&self, uri: &str, argument: &str, typed: &str) -> Answer {
+        answer(self.complete(&Reference::for_resource(uri), argument, typed))
     }
 
     /// `completion/complete`: values from `complete:` lists that start with
     /// what was typed.
-    pub fn complete(&self, reference: &Reference, argument: &str, typed: &str) -> Result<CompleteResult, ErrorData> {
+    pub(in crate::server) fn complete(
+        &self,
+        reference: &Reference,
+        argument: &str,
+        typed: &str,
+    ) -> Result<CompleteResult, ErrorData> {
         let values: &[String] = if let Some(name) = reference.as_prompt_name() {
             let prompt = self
                 .catalog
@@ -328,6 +377,38 @@ fn read_error(uri: &str, err: ReadError) -> ErrorData {
         ReadError::Render(err) => ErrorData::internal_error(format!("resource `{uri}` failed to render: {err}"), None),
     }
 }
+
+/// A list result type and the snapshot's items it pages through.
+pub(in crate::server) trait Listing {
+    /// One item of the list.
+    type Item: Clone;
+    /// Every item of this list in `snapshot`.
+    fn items(snapshot: &Snapshot) -> &[Self::Item];
+    /// The result for one page.
+    fn page(items: Vec<Self::Item>, next: Option<String>, meta: rmcp::model::MetaObject) -> Self;
+}
+
+macro_rules! listing {
+    ($result:ty, $item:ty, $field:ident) => {
+        impl Listing for $result {
+            type Item = $item;
+            fn items(snapshot: &Snapshot) -> &[$item] {
+                &snapshot.$field
+            }
+            fn page(items: Vec<$item>, next: Option<String>, meta: rmcp::model::MetaObject) -> Self {
+                let mut result = <$result>::with_all_items(items);
+                result.next_cursor = next;
+                result.meta = Some(meta);
+                result
+            }
+        }
+    };
+}
+
+listing!(ListToolsResult, Tool, tools);
+listing!(ListPromptsResult, Prompt, prompts);
+listing!(ListResourcesResult, Resource, resources);
+listing!(ListResourceTemplatesResult, ResourceTemplate, resource_templates);
 
 /// FNV-1a as a writer, so a list is hashed as it is serialized.
 struct Fnv(u64);
@@ -377,7 +458,7 @@ fn decode_cursor(cursor: &str) -> Option<usize> {
 }
 
 /// A tool outcome as MCP's `CallToolResult`.
-pub fn tool_result(outcome: ToolOutcome) -> CallToolResult {
+fn tool_result(outcome: ToolOutcome) -> CallToolResult {
     let blocks = outcome.blocks.into_iter().map(content_block).collect();
     let mut result = if outcome.is_error { CallToolResult::error(blocks) } else { CallToolResult::success(blocks) };
     result.structured_content = outcome.structured;

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use crate::catalog::assemble::Declared;
 use crate::catalog::model::PromptSpec;
 use crate::catalog::{Prompt, PromptArgument, Resource, ResourceTemplate};
-use crate::diag::{Location, did_you_mean};
+use crate::diag::{Location, suggest};
 
 use super::{Builder, Scope, wire_head};
 
@@ -106,10 +106,9 @@ impl Builder<'_> {
                 || templates.iter().any(|t| matches!(t.template.match_uri(uri), Ok(Some(_))));
             if !known {
                 let candidates: Vec<&str> = resources.iter().map(|r| r.uri.as_str()).collect();
-                let hint = match did_you_mean(uri, candidates.iter().copied()) {
-                    Some(close) => format!("did you mean `{close}`?"),
-                    None => "declare it under `resources:` (or a matching `resourceTemplates:` entry)".to_owned(),
-                };
+                let hint = suggest(uri, candidates.iter().copied()).unwrap_or_else(|| {
+                    "declare it under `resources:` (or a matching `resourceTemplates:` entry)".to_owned()
+                });
                 self.error("unknown-resource", location, format!("resource `{uri}` is not declared in this catalog"))
                     .hint = Some(hint);
             }

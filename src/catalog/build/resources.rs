@@ -7,7 +7,7 @@ use serde_json::{Map, Value, json};
 use crate::catalog::assemble::Declared;
 use crate::catalog::model::{ResourceSpec, ResourceTemplateSpec};
 use crate::catalog::{Body, Resource, ResourceTemplate};
-use crate::diag::did_you_mean;
+use crate::diag::suggest;
 use crate::uri_template::UriTemplate;
 
 use super::{Builder, Scope, present, read_limited, wire_head};
@@ -159,10 +159,8 @@ impl Builder<'_> {
         for key in complete.keys() {
             if !variables.contains(key) {
                 let location = self.assembled.locate_key(origin, &format!("/complete/{key}"));
-                let hint = match did_you_mean(key, variables.iter().map(String::as_str)) {
-                    Some(close) => format!("did you mean `{close}`?"),
-                    None => format!("the URI template's variables are: {}", variables.join(", ")),
-                };
+                let hint = suggest(key, variables.iter().map(String::as_str))
+                    .unwrap_or_else(|| format!("the URI template's variables are: {}", variables.join(", ")));
                 self.error(
                     "complete-key",
                     location,

@@ -6,7 +6,7 @@ use serde_json::{Map, Value};
 use crate::catalog::Schema;
 use crate::catalog::assemble::Origin;
 use crate::catalog::structure::readable_path;
-use crate::diag::did_you_mean;
+use crate::diag::{did_you_mean, suggest};
 
 use super::Builder;
 
@@ -130,10 +130,8 @@ pub(super) fn explain_schema_error(key: &str, path: &str, err: &jsonschema::Vali
     match keyword {
         "type" => {
             let written = found.as_str().map_or_else(|| found.to_string(), str::to_owned);
-            let hint = match did_you_mean(&written, TYPES) {
-                Some(close) => format!("did you mean `{close}`?"),
-                None => format!("JSON Schema types are: {}", TYPES.join(", ")),
-            };
+            let hint =
+                suggest(&written, TYPES).unwrap_or_else(|| format!("JSON Schema types are: {}", TYPES.join(", ")));
             (format!("{place}: `{written}` is not a JSON Schema type"), hint)
         }
         "required" if keyword_at + 1 < segments.len() => (

@@ -9,7 +9,7 @@ use base64::Engine as _;
 use crate::catalog::assemble::Origin;
 use crate::catalog::model::{ContentSpec, MediaSpec};
 use crate::catalog::{Block, MediaKind};
-use crate::diag::{Diagnostic, Location, did_you_mean};
+use crate::diag::{Diagnostic, Location, suggest};
 use crate::render;
 
 use super::resources::guess_mime;
@@ -185,10 +185,8 @@ impl Builder<'_> {
                 Some(dir) => dir.display().to_string(),
                 None => format!("{} (which does not exist)", self.configured_templates_dir().display()),
             };
-            let hint = match did_you_mean(name, known.iter().map(String::as_str)) {
-                Some(close) => format!("did you mean `{close}`?"),
-                None => format!("template files are looked up in `{dir}`"),
-            };
+            let hint = suggest(name, known.iter().map(String::as_str))
+                .unwrap_or_else(|| format!("template files are looked up in `{dir}`"));
             self.error("unknown-template", location, format!("template file `{name}` not found")).hint = Some(hint);
             return None;
         }
@@ -224,10 +222,8 @@ impl Builder<'_> {
                 scope.used.insert(variable.name);
                 continue;
             }
-            let hint = match did_you_mean(&variable.name, scope.allowed.iter().map(String::as_str)) {
-                Some(close) => format!("did you mean `{close}`?"),
-                None => format!("this template can use: {}", scope.allowed.join(", ")),
-            };
+            let hint = suggest(&variable.name, scope.allowed.iter().map(String::as_str))
+                .unwrap_or_else(|| format!("this template can use: {}", scope.allowed.join(", ")));
             let message = format!("template uses `{}`, which is not defined here", variable.name);
             self.report_in(written, &source, variable.range, "unknown-variable", message, hint);
         }
@@ -242,10 +238,8 @@ impl Builder<'_> {
                     continue;
                 }
                 let names = if kind == "filter" { render::filter_names() } else { render::test_names() };
-                let hint = match did_you_mean(&used.name, names.iter().copied()) {
-                    Some(close) => format!("did you mean `{close}`?"),
-                    None => format!("the {kind}s are: {}", names.join(", ")),
-                };
+                let hint = suggest(&used.name, names.iter().copied())
+                    .unwrap_or_else(|| format!("the {kind}s are: {}", names.join(", ")));
                 let code = if kind == "filter" { "unknown-filter" } else { "unknown-test" };
                 self.report_in(written, &source, used.range, code, format!("unknown {kind} `{}`", used.name), hint);
             }
