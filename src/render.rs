@@ -49,6 +49,8 @@
 //! - A counting global allocator cannot help: it may not unwind, and a null
 //!   return aborts the process, so it could only observe.
 
+pub mod jq;
+
 use std::collections::HashSet;
 
 use std::fmt::Write as _;
@@ -120,6 +122,7 @@ pub fn environment() -> Environment<'static> {
     env.add_filter("tojson", tojson);
     env.add_filter("string", string);
     env.add_filter("pprint", pprint);
+    env.add_filter("jq", jq_filter);
     env
 }
 
@@ -413,6 +416,7 @@ const FILTERS: &[&str] = &[
     "int",
     "items",
     "join",
+    "jq",
     "last",
     "length",
     "lines",
@@ -769,6 +773,25 @@ fn pprint(state: &State<'_, '_>, value: &Value) -> Result<String, Error> {
         return Err(too_big("pprint", limit));
     }
     Ok(minijinja::filters::pprint(value))
+}
+
+/// jq steps one fuel pays for: a render's fuel pays for eight full
+/// [`jq::STEPS`] runs.
+const JQ_STEPS_PER_FUEL: u64 = 4;
+
+/// `jq(filter)`: the outputs of the jq `filter` on the value (see
+/// [`jq`]): one output as it is, several (or none) as a list. Its steps and
+/// the bytes it reads and gives are charged to the render's fuel.
+fn jq_filter(state: &State<'_, '_>, value: &Value, filter: &str) -> Result<Value, Error> {
+    if let Some(err) = missing_error(value) {
+        return Err(err);
+    }
+    let steps =
+        state.fuel_levels().map_or(jq::STEPS, |(_, left)| left.saturating_mul(JQ_STEPS_PER_FUEL).min(jq::STEPS));
+    let ran = jq::run(filter, value, steps, byte_budget(state));
+    let bytes = u64::try_from(ran.bytes).unwrap_or(u64::MAX);
+    state.consume_fuel(ran.steps / JQ_STEPS_PER_FUEL + bytes / BYTES_PER_FUEL)?;
+    ran.result.map_err(|message| Error::new(ErrorKind::InvalidOperation, message))
 }
 
 fn find_fail(err: &Error) -> Option<String> {
