@@ -994,6 +994,25 @@ mod tests {
     }
 
     #[test]
+    fn jq_filters_data_and_its_missing_keys_are_errors() {
+        assert_eq!(render_data("{{ data.menu | jq('.rye.price') }}", None).unwrap(), "4");
+        assert_eq!(render_data("{{ data | jq('[.rooms[].name]') | join(',') }}", None).unwrap(), "Blue,Red");
+        let err = render_data("{{ data.manu | jq('.') }}", None).unwrap_err();
+        assert!(matches!(&err, RenderError::Template(m) if m.contains("data has no key \"manu\"")), "{err:?}");
+        let err = render_one("{{ 1 | jq('.a') }}").unwrap_err();
+        assert!(matches!(&err, RenderError::Template(m) if m.contains("jq: cannot index 1")), "{err:?}");
+    }
+
+    #[test]
+    fn jq_work_is_charged_to_the_render() {
+        // Each call is within jq's own budget; together they exceed the render's fuel.
+        let source = "{% for i in range(100) %}{{ none | jq('[range(300000)] | length') }}{% endfor %}";
+        let err = render_one(source).unwrap_err();
+        assert!(matches!(&err, RenderError::Template(m) if m.contains("too much work")), "{err:?}");
+        assert_eq!(render_one("{{ none | jq('[range(300000)] | length') }}").unwrap(), "300000");
+    }
+
+    #[test]
     fn optional_arguments_not_given_render_as_before() {
         // `product` not given: `data.menu[product]` is undefined, printed as nothing.
         assert_eq!(render_data("[{{ data.menu[product] }}][{{ product }}]", None).unwrap(), "[][]");
