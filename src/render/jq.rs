@@ -313,7 +313,7 @@ fn group(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (idx, c) in digits.chars().enumerate() {
-        if idx > 0 && (digits.len() - idx) % 3 == 0 {
+        if idx > 0 && (digits.len() - idx).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -473,10 +473,10 @@ fn to_jaq(value: &Value, depth: usize, sizes: &mut Sizes) -> Result<Val, String>
 }
 
 fn number_to_jaq(value: &Value) -> Result<Val, String> {
-    if value.is_integer() {
-        if let Ok(int) = i128::try_from(value.clone()) {
-            return Ok(Val::Num(Num::from_integral(int)));
-        }
+    if value.is_integer()
+        && let Ok(int) = i128::try_from(value.clone())
+    {
+        return Ok(Val::Num(Num::from_integral(int)));
     }
     f64::try_from(value.clone()).map(Val::from).map_err(|err| format!("jq cannot read the number {value}: {err}"))
 }
