@@ -49,6 +49,8 @@
 //! - A counting global allocator cannot help: it may not unwind, and a null
 //!   return aborts the process, so it could only observe.
 
+pub mod jq;
+
 use std::collections::HashSet;
 
 use std::fmt::Write as _;
@@ -120,6 +122,7 @@ pub fn environment() -> Environment<'static> {
     env.add_filter("tojson", tojson);
     env.add_filter("string", string);
     env.add_filter("pprint", pprint);
+    env.add_filter("jq", jq_filter);
     env
 }
 
@@ -413,6 +416,7 @@ const FILTERS: &[&str] = &[
     "int",
     "items",
     "join",
+    "jq",
     "last",
     "length",
     "lines",
@@ -771,6 +775,25 @@ fn pprint(state: &State<'_, '_>, value: &Value) -> Result<String, Error> {
     Ok(minijinja::filters::pprint(value))
 }
 
+/// jq steps one fuel pays for: a render's fuel pays for eight full
+/// [`jq::STEPS`] runs.
+const JQ_STEPS_PER_FUEL: u64 = 4;
+
+/// `jq(filter)`: the outputs of the jq `filter` on the value (see
+/// [`jq`]): one output as it is, several (or none) as a list. Its steps and
+/// the bytes it reads and gives are charged to the render's fuel.
+fn jq_filter(state: &State<'_, '_>, value: &Value, filter: &str) -> Result<Value, Error> {
+    if let Some(err) = missing_error(value) {
+        return Err(err);
+    }
+    let steps =
+        state.fuel_levels().map_or(jq::STEPS, |(_, left)| left.saturating_mul(JQ_STEPS_PER_FUEL).min(jq::STEPS));
+    let ran = jq::run(filter, value, steps, byte_budget(state));
+    let bytes = u64::try_from(ran.bytes).unwrap_or(u64::MAX);
+    state.consume_fuel(ran.steps / JQ_STEPS_PER_FUEL + bytes / BYTES_PER_FUEL)?;
+    ran.result.map_err(|message| Error::new(ErrorKind::InvalidOperation, message))
+}
+
 fn find_fail(err: &Error) -> Option<String> {
     let mut source: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(err);
     while let Some(current) = source {
@@ -968,6 +991,25 @@ mod tests {
             {{ data.x|d('d') }} {{ data.x|default('', true) }}{% if data.x %}yes{% else %}no{% endif %} {{ data.x or 'or' }} \
             {{ data.get('x', 'got') }} {{ data.menu.get('rye').name }} {% for i in data.x %}{{ i }}{% endfor %}[{{ '' ~ data.x }}]";
         assert_eq!(render_data(source, Some("rye")).unwrap(), "True True in stock d no or got Rye []");
+    }
+
+    #[test]
+    fn jq_filters_data_and_its_missing_keys_are_errors() {
+        assert_eq!(render_data("{{ data.menu | jq('.rye.price') }}", None).unwrap(), "4");
+        assert_eq!(render_data("{{ data | jq('[.rooms[].name]') | join(',') }}", None).unwrap(), "Blue,Red");
+        let err = render_data("{{ data.manu | jq('.') }}", None).unwrap_err();
+        assert!(matches!(&err, RenderError::Template(m) if m.contains("data has no key \"manu\"")), "{err:?}");
+        let err = render_one("{{ 1 | jq('.a') }}").unwrap_err();
+        assert!(matches!(&err, RenderError::Template(m) if m.contains("jq: cannot index 1")), "{err:?}");
+    }
+
+    #[test]
+    fn jq_work_is_charged_to_the_render() {
+        // Each call is within jq's own budget; together they exceed the render's fuel.
+        let source = "{% for i in range(100) %}{{ none | jq('[range(300000)] | length') }}{% endfor %}";
+        let err = render_one(source).unwrap_err();
+        assert!(matches!(&err, RenderError::Template(m) if m.contains("too much work")), "{err:?}");
+        assert_eq!(render_one("{{ none | jq('[range(300000)] | length') }}").unwrap(), "300000");
     }
 
     #[test]

@@ -60,6 +60,8 @@ pub(super) struct Analysis {
     /// Every test applied.
     pub tests: Vec<Use>,
     pub data: Vec<DataProblem>,
+    /// `jq` filters that do not compile, or are not written as a string.
+    pub jq: Vec<DataProblem>,
 }
 
 /// Most values one path part may stand for before checking stops (each
@@ -70,9 +72,10 @@ const MAX_VALUES: usize = 100_000;
 const FEW_KEYS: usize = 12;
 
 /// Parses `source` and reports what it uses; `data` is the catalog's `data:`.
-pub(super) fn analyze(source: &str, data: &Map<String, Value>) -> Result<Analysis, minijinja::Error> {
+pub(super) fn analyze<'d>(source: &'d str, data: &'d Map<String, Value>) -> Result<Analysis, minijinja::Error> {
     let tree = parse(source, "<template>", SyntaxConfig::default())?;
     let mut walker = Walker {
+        source,
         data,
         assigned: vec![HashMap::new()],
         seen: HashSet::new(),
@@ -103,6 +106,7 @@ struct Resolved<'d> {
 }
 
 struct Walker<'d> {
+    source: &'d str,
     data: &'d Map<String, Value>,
     /// Assigned names per scope; `Some` for those known to hold `data` values.
     assigned: Vec<HashMap<String, Option<Resolved<'d>>>>,
@@ -387,6 +391,9 @@ impl<'d> Walker<'d> {
                 if let Some(inner) = &filter.expr {
                     self.expr(inner, !matches!(filter.name, "default" | "d"));
                 }
+                if filter.name == "jq" {
+                    self.jq(filter.span(), &filter.args);
+                }
                 self.args(&filter.args);
             }
             Expr::Test(test) => {
@@ -431,6 +438,57 @@ impl<'d> Walker<'d> {
                 self.expr(&item.subscript_expr, true);
             }
             other => self.expr(other, true),
+        }
+    }
+
+    /// Checks the filter of `jq(…)`: a string written in the template that
+    /// compiles (a filter from elsewhere could be code a client wrote).
+    fn jq(&mut self, span: Span, args: &[CallArg<'_>]) {
+        let literal = match args {
+            [CallArg::Pos(Expr::Const(constant))] => {
+                constant.value.as_str().map(|text| (text.to_owned(), range(constant.span())))
+            }
+            _ => None,
+        };
+        let Some((text, at)) = literal else {
+            let start = span.start_offset as usize;
+            let at = match args.first() {
+                Some(
+                    CallArg::Pos(expr) | CallArg::Kwarg(_, expr) | CallArg::PosSplat(expr) | CallArg::KwargSplat(expr),
+                ) => range(expr.span()),
+                None => start..span.end_offset as usize,
+            };
+            self.out.jq.push(DataProblem {
+                range: at,
+                message: "`jq` takes one filter, written as a string in the template".to_owned(),
+                hint: "write the filter in quotes: `jq(\".items[].id\")`; a filter taken from an argument \
+                    would run code a client wrote"
+                    .to_owned(),
+            });
+            return;
+        };
+        if let Err(invalid) = crate::render::jq::check(&text) {
+            // Underline the fault itself when the literal is written without escapes.
+            let inner = at.start + 1..at.end.saturating_sub(1);
+            let written_as_is = self.source.get(inner.clone()) == Some(text.as_str());
+            let at = match invalid.at {
+                Some(fault) if written_as_is => {
+                    let start = inner.start + fault.start;
+                    start..(inner.start + fault.end).max(start + 1).min(at.end)
+                }
+                _ => at,
+            };
+            self.out.jq.push(DataProblem {
+                range: at,
+                message: format!("the jq filter does not compile: {}", invalid.message),
+                hint: if invalid.message.contains("$ENV") {
+                    "jq in carte cannot read the server's environment: give the filter what it needs as its input"
+                        .to_owned()
+                } else {
+                    "see the jq manual for the syntax: carte runs filters with jaq, without `env`, `input` or `halt`"
+                        .to_owned()
+                },
+            });
         }
     }
 
@@ -719,5 +777,46 @@ mod tests {
         }
         // A guard covers only what is below the path it tests.
         assert_eq!(problems("{% if data.x %}{{ data.y }}{% endif %}").len(), 1);
+    }
+}
+
+#[cfg(test)]
+mod jq_tests {
+    use super::*;
+
+    fn jq_problems(source: &str) -> Vec<(String, String)> {
+        let analysis = analyze(source, &Map::new()).unwrap();
+        analysis.jq.iter().map(|p| (source[p.range.clone()].to_owned(), p.message.clone())).collect()
+    }
+
+    #[test]
+    fn literal_jq_filters_are_compiled_at_their_fault() {
+        assert_eq!(jq_problems("{{ x | jq('.items[].id') }}{{ x | jq(\".a\") | length }}"), []);
+        assert_eq!(
+            jq_problems("{{ x | jq('.a | nosuch') }}"),
+            [("nosuch".to_owned(), "the jq filter does not compile: undefined filter `nosuch/0`".to_owned())]
+        );
+        // The end of the filter: its closing quote.
+        assert_eq!(
+            jq_problems("{{ x | jq('.items[') }}"),
+            [(
+                "'".to_owned(),
+                "the jq filter does not compile: expected closing bracket, found the end of the filter".to_owned()
+            )]
+        );
+        // With escapes, the whole literal.
+        assert_eq!(jq_problems("{{ x | jq('.a |\\t nosuch') }}")[0].0, "'.a |\\t nosuch'");
+    }
+
+    #[test]
+    fn a_jq_filter_must_be_written_in_the_template() {
+        for (source, underlined) in
+            [("{{ x | jq(f) }}", "f"), ("{{ x | jq('.a' ~ f) }}", "'.a' ~ f"), ("{{ x | jq }}", "jq")]
+        {
+            let found = jq_problems(source);
+            assert_eq!(found.len(), 1, "{source}");
+            assert_eq!(found[0].0, underlined, "{source}");
+            assert_eq!(found[0].1, "`jq` takes one filter, written as a string in the template");
+        }
     }
 }

@@ -247,6 +247,9 @@ impl Builder<'_> {
         for problem in analysis.data {
             self.report_in(written, &source, problem.range, "unknown-data", problem.message, problem.hint);
         }
+        for problem in analysis.jq {
+            self.report_in(written, &source, problem.range, "invalid-jq", problem.message, problem.hint);
+        }
     }
 
     /// Reports an error at `range` of a template's `source`.

@@ -1,0 +1,631 @@
+//! The `jq` filter of templates (`{{ json | jq(".items[].id") }}`), run by
+//! jaq (`jaq-core`, `jaq-std`, `jaq-json`): compiling a filter, checking one
+//! at load, and running one within bounds.
+//!
+//! # Bounds
+//! A jq filter is a program: `repeat(1)`, `range(1e18)` or `def f: f; f`
+//! never end, and `def f: [f]; f` recurses without limit. jaq offers no way
+//! to stop a run, so carte meters it itself:
+//! - **Steps**: jaq looks up the term it is about to evaluate in its table
+//!   on every step, through the run's data ([`HasLut::lut`]); carte's data
+//!   counts those lookups and stops the run past its budget (at most
+//!   [`STEPS`] per call, less when the render's fuel is low). `range`, the
+//!   one builtin that makes values in a loop of its own, is replaced by one
+//!   that counts a step per value. Stopping unwinds the run
+//!   ([`std::panic::resume_unwind`], which runs no panic hook) to
+//!   [`on_jq_thread`], which turns it into an error: nothing of the run
+//!   survives it (its values and iterators are dropped), and the compiled
+//!   filter is never written to.
+//! - **Stack**: each compile and run has a thread of its own with a
+//!   [`STACK_BYTES`] stack (reserved, touched only as used); a run that
+//!   nests deeper than [`MAX_STACK_USE`] of it is stopped the same way.
+//! - **Outputs**: at most [`MAX_OUTPUTS`]; values cross to and from jaq
+//!   nested at most [`MAX_DEPTH`] deep and within the render's byte budget.
+//! - **Filters**: at most [`MAX_FILTER_BYTES`]; compiled ones are cached
+//!   by their text, at most [`MAX_CACHED`] of them.
+//! - **What jaq can read**: `env`/`$ENV` (the server's secrets), `halt`,
+//!   `input`/`inputs`, `debug` and `stderr` are not available; there are
+//!   no modules.
+//!
+//! Not bounded: one builtin step that builds a large value at once
+//! (`"x" * 1e10`, `.[1e9] = 1`, `pow(2; 1e9)|tostring`) allocates it whole
+//! before the next step is counted.
+
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::{Arc, LazyLock, Mutex};
+
+use jaq_core::box_iter::box_once;
+use jaq_core::data::{DataT, HasLut};
+use jaq_core::load::{Arena, File, Loader};
+use jaq_core::native::{Fun, v};
+use jaq_core::{Compiler, Ctx, Exn, Vars};
+use jaq_json::{Num, Val};
+use minijinja::Value;
+use minijinja::value::ValueKind;
+
+/// The most outputs one call may give.
+pub const MAX_OUTPUTS: usize = 10_000;
+
+/// The most steps one call may take (about one per term jaq evaluates).
+pub const STEPS: u64 = 1_000_000;
+
+/// The longest filter text.
+pub const MAX_FILTER_BYTES: usize = 8 << 10;
+
+/// How deep values given to and taken from jaq may nest.
+pub const MAX_DEPTH: usize = 512;
+
+/// The stack of the thread each compile and run has.
+pub const STACK_BYTES: usize = 256 << 20;
+
+/// How much of that stack a run may use before it is stopped.
+pub const MAX_STACK_USE: usize = 192 << 20;
+
+/// The most compiled filters kept (the cache starts over when full).
+pub const MAX_CACHED: usize = 1024;
+
+/// Bytes a list item or map entry counts for in the byte budget (as
+/// minijinja's fuel counts a list slot).
+const SLOT_BYTES: usize = 32;
+
+/// The data jaq runs with: [`Val`]s, and a [`Meter`] to count steps.
+struct Metered;
+
+impl DataT for Metered {
+    type V<'a> = Val;
+    type Data<'a> = Meter<'a>;
+}
+
+type Filter = jaq_core::Filter<Metered>;
+type Lut = jaq_core::Lut<Metered>;
+
+/// Why a run was stopped (the payload of the unwind).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stop {
+    Steps,
+    Deep,
+}
+
+/// What one run may still do.
+struct Budget {
+    steps: Cell<u64>,
+    used: Cell<u64>,
+    /// The address of a local of the run's outermost frame.
+    stack_base: usize,
+}
+
+impl Budget {
+    fn new(steps: u64, stack_base: usize) -> Budget {
+        Budget { steps: Cell::new(steps), used: Cell::new(0), stack_base }
+    }
+
+    /// Counts a step; stops the run when the budget or the stack is spent.
+    fn step(&self) {
+        let left = self.steps.get();
+        if left == 0 {
+            std::panic::resume_unwind(Box::new(Stop::Steps));
+        }
+        self.steps.set(left - 1);
+        self.used.set(self.used.get() + 1);
+        if stack_address().abs_diff(self.stack_base) > MAX_STACK_USE {
+            std::panic::resume_unwind(Box::new(Stop::Deep));
+        }
+    }
+}
+
+/// About where the stack is now.
+#[inline(never)]
+fn stack_address() -> usize {
+    let here = 0u8;
+    std::hint::black_box(&here) as *const u8 as usize
+}
+
+/// The run's data: the compiled filter's table, and the budget charged
+/// each time jaq looks a term up in it (once per step).
+#[derive(Clone)]
+struct Meter<'a> {
+    lut: &'a Lut,
+    budget: &'a Budget,
+}
+
+impl<'a> HasLut<'a, Metered> for Meter<'a> {
+    fn lut(&self) -> &'a Lut {
+        self.budget.step();
+        self.lut
+    }
+}
+
+/// A filter that does not compile, for a person.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invalid {
+    /// What is wrong.
+    pub message: String,
+    /// The bytes of the filter text at fault, when known.
+    pub at: Option<Range<usize>>,
+}
+
+/// What a run gave, and the steps it took.
+#[derive(Debug)]
+pub struct Ran {
+    /// The outputs, or why there are none.
+    pub result: Result<Value, String>,
+    /// Steps taken.
+    pub steps: u64,
+    /// Bytes of values given to and taken from jaq.
+    pub bytes: usize,
+}
+
+/// Builtins a catalog's filter may not use: what reads the server's
+/// environment, ends or reads the process, or writes to its stderr.
+const WITHHELD: &[&str] = &["env", "halt", "halt_error", "input", "inputs", "debug_empty", "stderr_empty"];
+
+fn withheld<'a>(cv: jaq_core::Cv<'a, Metered>) -> jaq_core::ValXs<'a, Val> {
+    let _ = cv;
+    box_once(Err(Exn::from(jaq_core::Error::str(
+        "this builtin is not available in carte (no env, $ENV, halt, input, debug or stderr)",
+    ))))
+}
+
+/// `range($from; $to; $by)`, a step per value (jaq's makes them in a loop
+/// of its own, where no step is counted).
+fn range<'a>(mut cv: jaq_core::Cv<'a, Metered>) -> jaq_core::ValXs<'a, Val> {
+    use std::cmp::Ordering::{Equal, Greater, Less};
+    let by = cv.0.pop_var();
+    let to = cv.0.pop_var();
+    let from = cv.0.pop_var();
+    let meter = cv.0.data().clone();
+    let direction = by.partial_cmp(&Val::from(0isize)).unwrap_or(Equal);
+    let mut next: Option<Val> = Some(from);
+    Box::new(std::iter::from_fn(move || {
+        let current = next.take()?;
+        meter.budget.step();
+        let more = match direction {
+            Greater => current < to,
+            Less => current > to,
+            Equal => current != to,
+        };
+        if !more {
+            return None;
+        }
+        match current.clone() + by.clone() {
+            Ok(after) => next = Some(after),
+            Err(err) => return Some(Err(Exn::from(err))),
+        }
+        Some(Ok(current))
+    }))
+}
+
+/// The builtins: jaq's core, standard and JSON ones, less [`WITHHELD`],
+/// with a metered `range`.
+fn builtins() -> Vec<Fun<Metered>> {
+    jaq_core::funs::<Metered>()
+        .chain(jaq_std::funs::<Metered>())
+        .chain(jaq_json::funs::<Metered>())
+        .map(|(name, args, native)| {
+            if WITHHELD.contains(&name) {
+                (name, args, jaq_core::Native::<Metered>::new(withheld))
+            } else if name == "range" && args.len() == 3 {
+                (name, v(3), jaq_core::Native::<Metered>::new(range))
+            } else {
+                (name, args, native)
+            }
+        })
+        .collect()
+}
+
+/// Compiles `text` (on the current thread: see [`on_jq_thread`]).
+fn compile_here(text: &str) -> Result<Filter, Invalid> {
+    if text.len() > MAX_FILTER_BYTES {
+        return Err(Invalid {
+            message: format!("the jq filter is longer than {} KiB", MAX_FILTER_BYTES >> 10),
+            at: None,
+        });
+    }
+    let defs = jaq_core::defs().chain(jaq_std::defs()).chain(jaq_json::defs());
+    let arena = Arena::default();
+    let modules = Loader::new(defs).load(&arena, File { code: text, path: () }).map_err(|errors| {
+        let mut first = None;
+        for (_, error) in errors {
+            let found = match error {
+                jaq_core::load::Error::Io(errs) => {
+                    errs.into_iter().next().map(|(at, why)| (format!("cannot load a module: {why}"), at))
+                }
+                jaq_core::load::Error::Lex(errs) => errs.into_iter().next().map(|(expected, at)| {
+                    let at = token_at(at);
+                    (format!("expected {}, found {}", expected.as_str(), found(at)), at)
+                }),
+                jaq_core::load::Error::Parse(errs) => errs
+                    .into_iter()
+                    .next()
+                    .map(|(expected, at)| (format!("expected {}, found {}", expected.as_str(), found(at)), at)),
+            };
+            if first.is_none() {
+                first = found;
+            }
+        }
+        match first {
+            Some((message, at)) => Invalid { message, at: offset_in(text, at) },
+            None => Invalid { message: "the jq filter does not parse".to_owned(), at: None },
+        }
+    })?;
+    Compiler::default().with_funs(builtins()).compile(modules).map_err(|errors| {
+        let first = errors.into_iter().flat_map(|(_, errs)| errs).next();
+        match first {
+            Some((name, undefined)) => {
+                let what = match undefined {
+                    jaq_core::compile::Undefined::Filter(arity) => format!("`{name}/{arity}`"),
+                    _ => format!("`{name}`"),
+                };
+                let hint = if name == "$ENV" { " (carte gives jq no environment)" } else { "" };
+                Invalid { message: format!("undefined {} {what}{hint}", undefined.as_str()), at: offset_in(text, name) }
+            }
+            None => Invalid { message: "the jq filter does not compile".to_owned(), at: None },
+        }
+    })
+}
+
+/// What a parser found: `token`, or the end.
+fn found(at: &str) -> String {
+    if at.is_empty() { "the end of the filter".to_owned() } else { format!("`{at}`") }
+}
+
+/// The first token of the rest of the input a lexer error points at.
+fn token_at(rest: &str) -> &str {
+    let end = rest.char_indices().find(|(_, c)| c.is_whitespace()).map_or(rest.len(), |(idx, _)| idx);
+    let end = if end == 0 { rest.chars().next().map_or(0, char::len_utf8) } else { end };
+    &rest[..end]
+}
+
+/// Where `part` (a slice of `text`, as jaq's errors hold) is in `text`.
+fn offset_in(text: &str, part: &str) -> Option<Range<usize>> {
+    let start = (part.as_ptr() as usize).checked_sub(text.as_ptr() as usize)?;
+    let end = start.checked_add(part.len())?;
+    (end <= text.len()).then_some(start..end)
+}
+
+/// Runs `work` on a thread of its own with a [`STACK_BYTES`] stack,
+/// turning a stopped run into an error.
+fn on_jq_thread<T: Send>(work: impl FnOnce() -> Result<T, String> + Send) -> Result<T, String> {
+    std::thread::scope(|scope| {
+        let thread = std::thread::Builder::new()
+            .name("carte-jq".to_owned())
+            .stack_size(STACK_BYTES)
+            .spawn_scoped(scope, || std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)))
+            .map_err(|err| format!("cannot start jq: {err}"))?;
+        match thread.join() {
+            Ok(Ok(done)) => done,
+            Ok(Err(payload)) | Err(payload) => Err(match payload.downcast_ref::<Stop>() {
+                Some(Stop::Steps) => format!(
+                    "the jq filter did too much work (more than {} steps; a runaway loop?) and was stopped",
+                    group(STEPS)
+                ),
+                Some(Stop::Deep) => "the jq filter recursed too deeply and was stopped".to_owned(),
+                None => "jq stopped unexpectedly".to_owned(),
+            }),
+        }
+    })
+}
+
+/// `n` with thousands separated: 1,000,000.
+fn group(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (idx, c) in digits.chars().enumerate() {
+        if idx > 0 && (digits.len() - idx).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+static CACHE: LazyLock<Mutex<HashMap<String, Arc<Filter>>>> = LazyLock::new(|| Mutex::new(HashMap::new()));
+
+/// The compiled `text`, from the cache or compiled now (on its own thread).
+fn compiled(text: &str) -> Result<Arc<Filter>, Invalid> {
+    if let Some(found) = CACHE.lock().ok().and_then(|cache| cache.get(text).cloned()) {
+        return Ok(found);
+    }
+    let filter =
+        on_jq_thread(|| Ok(compile_here(text))).map_err(|message| Invalid { message, at: None })?.map(Arc::new)?;
+    if let Ok(mut cache) = CACHE.lock() {
+        if cache.len() >= MAX_CACHED {
+            cache.clear();
+        }
+        cache.insert(text.to_owned(), Arc::clone(&filter));
+    }
+    Ok(filter)
+}
+
+/// Checks that `text` compiles (for `carte check`).
+pub fn check(text: &str) -> Result<(), Invalid> {
+    compiled(text).map(|_| ())
+}
+
+/// Runs the filter `text` on `input` with at most `steps` steps, taking
+/// values within `byte_limit` bytes each way: one output is returned as it
+/// is, several (or none) as a list.
+pub fn run(text: &str, input: &Value, steps: u64, byte_limit: usize) -> Ran {
+    let filter = match compiled(text) {
+        Ok(filter) => filter,
+        Err(invalid) => {
+            return Ran { result: Err(format!("the jq filter is not valid: {}", invalid.message)), steps: 0, bytes: 0 };
+        }
+    };
+    let used = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let bytes = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let (used_in, bytes_in) = (Arc::clone(&used), Arc::clone(&bytes));
+    let result = on_jq_thread(move || {
+        let mut sizes = Sizes { bytes: 0, limit: byte_limit };
+        let converted = to_jaq(input, 0, &mut sizes);
+        bytes_in.store(sizes.bytes, std::sync::atomic::Ordering::Relaxed);
+        let input = converted?;
+        let budget = Budget::new(steps, stack_address());
+        let meter = Meter { lut: &filter.lut, budget: &budget };
+        let ctx = Ctx::<Metered>::new(meter, Vars::new([]));
+        let mut outputs = Vec::new();
+        let mut failed = None;
+        for output in filter.id.run((ctx, input)) {
+            match output {
+                Ok(value) if outputs.len() < MAX_OUTPUTS => outputs.push(value),
+                Ok(_) => {
+                    failed = Some(format!("the jq filter gave more than {} outputs", group(MAX_OUTPUTS as u64)));
+                    break;
+                }
+                Err(exn) => {
+                    failed = Some(match exn.get_err() {
+                        // `error("text")` says the text as it is.
+                        Ok(err) => match err.into_val() {
+                            Val::TStr(text) => format!("jq: {}", String::from_utf8_lossy(&text)),
+                            other => format!("jq: {other}"),
+                        },
+                        Err(_) => "jq: the filter stopped without an error value".to_owned(),
+                    });
+                    break;
+                }
+            }
+        }
+        used_in.store(budget.used.get(), std::sync::atomic::Ordering::Relaxed);
+        if let Some(message) = failed {
+            return Err(message);
+        }
+        let mut sizes = Sizes { bytes: 0, limit: byte_limit };
+        let mut values = Vec::with_capacity(outputs.len());
+        for output in &outputs {
+            values.push(from_jaq(output, 0, &mut sizes)?);
+        }
+        bytes_in.fetch_add(sizes.bytes, std::sync::atomic::Ordering::Relaxed);
+        Ok(if values.len() == 1 { values.pop().unwrap_or_default() } else { Value::from(values) })
+    });
+    // A run stopped midway used its whole budget.
+    let steps_used = match &result {
+        Err(message) if message.contains("too much work") => steps,
+        _ => used.load(std::sync::atomic::Ordering::Relaxed),
+    };
+    Ran { result, steps: steps_used, bytes: bytes.load(std::sync::atomic::Ordering::Relaxed) }
+}
+
+/// Bytes of values converted so far, and the most allowed.
+struct Sizes {
+    bytes: usize,
+    limit: usize,
+}
+
+impl Sizes {
+    fn add(&mut self, bytes: usize) -> Result<(), String> {
+        self.bytes = self.bytes.saturating_add(bytes);
+        if self.bytes > self.limit {
+            return Err(format!("the jq filter's input or output is larger than {} bytes", group(self.limit as u64)));
+        }
+        Ok(())
+    }
+}
+
+fn too_deep() -> String {
+    format!("a value given to or taken from jq nests deeper than {MAX_DEPTH} levels")
+}
+
+/// A template value as jaq's, in one pass.
+fn to_jaq(value: &Value, depth: usize, sizes: &mut Sizes) -> Result<Val, String> {
+    if depth > MAX_DEPTH {
+        return Err(too_deep());
+    }
+    Ok(match value.kind() {
+        ValueKind::Undefined | ValueKind::None => Val::Null,
+        ValueKind::Bool => Val::from(value.is_true()),
+        ValueKind::Number => {
+            sizes.add(SLOT_BYTES)?;
+            number_to_jaq(value)?
+        }
+        ValueKind::String => {
+            let text = value.as_str().map(str::to_owned).unwrap_or_else(|| value.to_string());
+            sizes.add(text.len())?;
+            Val::from(text)
+        }
+        ValueKind::Bytes => {
+            let bytes = value.as_bytes().unwrap_or_default().to_vec();
+            sizes.add(bytes.len())?;
+            Val::byte_str(bytes)
+        }
+        ValueKind::Seq | ValueKind::Iterable => {
+            let items = value.try_iter().map_err(|err| format!("jq cannot read this {}: {err}", value.kind()))?;
+            let mut out = Vec::new();
+            for item in items {
+                sizes.add(SLOT_BYTES)?;
+                out.push(to_jaq(&item, depth + 1, sizes)?);
+            }
+            Val::Arr(out.into())
+        }
+        ValueKind::Map => {
+            let keys = value.try_iter().map_err(|err| format!("jq cannot read this map: {err}"))?;
+            let mut out = jaq_json::Map::default();
+            for key in keys {
+                sizes.add(SLOT_BYTES)?;
+                let item = value.get_item(&key).unwrap_or_default();
+                out.insert(to_jaq(&key, depth + 1, sizes)?, to_jaq(&item, depth + 1, sizes)?);
+            }
+            Val::obj(out)
+        }
+        other => return Err(format!("jq cannot read a value of type {other}")),
+    })
+}
+
+fn number_to_jaq(value: &Value) -> Result<Val, String> {
+    if value.is_integer()
+        && let Ok(int) = i128::try_from(value.clone())
+    {
+        return Ok(Val::Num(Num::from_integral(int)));
+    }
+    f64::try_from(value.clone()).map(Val::from).map_err(|err| format!("jq cannot read the number {value}: {err}"))
+}
+
+/// A jaq value as a template's, in one pass.
+fn from_jaq(value: &Val, depth: usize, sizes: &mut Sizes) -> Result<Value, String> {
+    if depth > MAX_DEPTH {
+        return Err(too_deep());
+    }
+    Ok(match value {
+        Val::Null => Value::from(()),
+        Val::Bool(b) => Value::from(*b),
+        Val::Num(num) => {
+            sizes.add(SLOT_BYTES)?;
+            number_from_jaq(num)
+        }
+        Val::TStr(bytes) => {
+            sizes.add(bytes.len())?;
+            Value::from(String::from_utf8_lossy(bytes).into_owned())
+        }
+        Val::BStr(bytes) => {
+            sizes.add(bytes.len())?;
+            Value::from_bytes(bytes.to_vec())
+        }
+        Val::Arr(items) => {
+            let mut out = Vec::with_capacity(items.len().min(1 << 16));
+            for item in items.iter() {
+                sizes.add(SLOT_BYTES)?;
+                out.push(from_jaq(item, depth + 1, sizes)?);
+            }
+            Value::from(out)
+        }
+        Val::Obj(map) => {
+            let mut out = Vec::with_capacity(map.len().min(1 << 16));
+            for (key, item) in map.iter() {
+                sizes.add(SLOT_BYTES)?;
+                out.push((from_jaq(key, depth + 1, sizes)?, from_jaq(item, depth + 1, sizes)?));
+            }
+            Value::from_pairs(out)
+        }
+    })
+}
+
+fn number_from_jaq(num: &Num) -> Value {
+    match num {
+        Num::Int(int) => Value::from(*int as i64),
+        Num::Float(float) => Value::from(*float),
+        other => {
+            let text = other.to_string();
+            match text.parse::<i128>() {
+                Ok(int) => Value::from(int),
+                Err(_) => Value::from(text.parse::<f64>().unwrap_or(f64::NAN)),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn jq(text: &str, input: Value) -> Result<Value, String> {
+        run(text, &input, STEPS, 8 << 20).result
+    }
+
+    fn json(value: serde_json::Value) -> Value {
+        crate::render::to_value(&value)
+    }
+
+    #[test]
+    fn one_output_as_it_is_several_as_a_list() {
+        let input = json(serde_json::json!({ "items": [{ "id": 1 }, { "id": 2 }], "name": "x" }));
+        assert_eq!(jq(".name", input.clone()).unwrap(), Value::from("x"));
+        assert_eq!(jq(".items[].id", input.clone()).unwrap(), Value::from(vec![1, 2]));
+        assert_eq!(jq(".items[] | select(.id > 5)", input.clone()).unwrap(), Value::from(Vec::<Value>::new()));
+        let object = jq("{n: (.items | length), big: 12345678901234567890, f: 1.5, s: \"é\"}", input).unwrap();
+        assert_eq!(object.to_string(), "{'n': 2, 'big': 12345678901234567890, 'f': 1.5, 's': 'é'}");
+    }
+
+    #[test]
+    fn errors_are_messages() {
+        assert_eq!(jq("error(\"no\")", Value::from(1)).unwrap_err(), "jq: no");
+        let err = jq(".a", Value::from(vec![1])).unwrap_err();
+        assert!(err.starts_with("jq: cannot index"), "{err}");
+        let err = jq(".items[", Value::from(1)).unwrap_err();
+        assert!(err.starts_with("the jq filter is not valid: expected"), "{err}");
+    }
+
+    #[test]
+    fn invalid_filters_say_where() {
+        let invalid = check(".items[").unwrap_err();
+        assert_eq!(invalid.message, "expected closing bracket, found the end of the filter");
+        assert_eq!(invalid.at, Some(7..7));
+        let invalid = check(".a | [1,,]").unwrap_err();
+        assert_eq!((invalid.message.as_str(), invalid.at), ("expected term, found `,`", Some(8..9)));
+        let invalid = check(".a | nosuch(1)").unwrap_err();
+        assert_eq!(invalid.message, "undefined filter `nosuch/1`");
+        assert_eq!(invalid.at, Some(5..11));
+        let invalid = check("$ENV.HOME").unwrap_err();
+        assert_eq!(invalid.message, "undefined variable `$ENV` (carte gives jq no environment)");
+        assert!(check(&"1+".repeat(MAX_FILTER_BYTES)).unwrap_err().message.contains("longer than 8 KiB"));
+        // Deep nesting is compiled on a thread with a large stack.
+        let deep = format!("{}1{}", "(".repeat(4000), ")".repeat(4000));
+        assert_eq!(jq(&deep, Value::from(())).unwrap(), Value::from(1));
+    }
+
+    #[test]
+    fn runaway_filters_stop() {
+        for (text, expected) in [
+            ("repeat(1)", "more than 10,000 outputs"),
+            ("range(1e18)", "more than 10,000 outputs"),
+            ("last(range(1e18))", "too much work"),
+            ("[range(1e18)] | length", "too much work"),
+            ("def f: f; f", "too much work"),
+            ("def f: 1 + f; f", ""),
+            ("def f: [f]; f", ""),
+            ("[limit(1e9; repeat(\"x\"))] | add", "too much work"),
+        ] {
+            let err = jq(text, Value::from(())).unwrap_err();
+            assert!(err.contains(expected) && (err.contains("stopped") || err.contains("outputs")), "{text}: {err}");
+        }
+    }
+
+    #[test]
+    fn the_environment_is_out_of_reach() {
+        let err = jq("env", Value::from(())).unwrap_err();
+        assert!(err.contains("not available in carte"), "{err}");
+        assert!(jq("halt", Value::from(())).unwrap_err().contains("not available"));
+        assert!(jq("input", Value::from(())).is_err());
+    }
+
+    #[test]
+    fn values_are_bounded_both_ways() {
+        let big = Value::from("x".repeat(1000));
+        let err = run(".", &big, STEPS, 100).result.unwrap_err();
+        assert!(err.contains("larger than 100 bytes"), "{err}");
+        let err = run("[range(100)]", &Value::from(()), STEPS, 1000).result.unwrap_err();
+        assert!(err.contains("larger than 1,000 bytes"), "{err}");
+        let err = jq("reduce range(600) as $i (0; [.])", Value::from(())).unwrap_err();
+        assert!(err.contains("deeper than 512"), "{err}");
+    }
+
+    #[test]
+    fn steps_are_counted() {
+        let ran = run("[range(100)] | length", &Value::from(()), STEPS, 8 << 20);
+        assert_eq!(ran.result.unwrap(), Value::from(100));
+        assert!(ran.steps >= 100, "{}", ran.steps);
+        let ran = run("last(range(1e6))", &Value::from(()), 1000, 8 << 20);
+        assert!(ran.result.unwrap_err().contains("too much work"));
+        assert_eq!(ran.steps, 1000);
+    }
+}
