@@ -38,41 +38,9 @@ resourceTemplates:
     text: "{{ room }}"
 "#;
 
-/// Runs `carte COMMAND CATALOG REST…` (killed after [`common::TIMEOUT`]):
-/// exit code, stdout as JSON (null if it is not), stderr.
+/// Runs `carte COMMAND CATALOG REST…`: see [`common::run_cli`].
 fn run(command: &str, catalog: &Path, rest: &[&str]) -> (Option<i32>, Value, String) {
-    let mut child = common::carte()
-        .arg(command)
-        .arg(catalog)
-        .args(rest)
-        .env_remove("CARTE_LOG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let drain = |mut pipe: Box<dyn Read + Send>| {
-        std::thread::spawn(move || {
-            let mut bytes = Vec::new();
-            let _ = pipe.read_to_end(&mut bytes);
-            bytes
-        })
-    };
-    let stdout = drain(Box::new(child.stdout.take().unwrap()));
-    let stderr = drain(Box::new(child.stderr.take().unwrap()));
-    let deadline = Instant::now() + common::TIMEOUT;
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("carte {command} {rest:?} did not exit");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    let json = serde_json::from_slice(&stdout.join().unwrap()).unwrap_or(Value::Null);
-    (status.code(), json, String::from_utf8_lossy(&stderr.join().unwrap()).into_owned())
+    common::run_cli(command, catalog, rest, &[])
 }
 
 #[test]

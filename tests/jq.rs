@@ -5,10 +5,7 @@
 
 mod common;
 
-use std::io::Read;
 use std::path::Path;
-use std::process::Stdio;
-use std::time::{Duration, Instant};
 
 use common::TempDir;
 use serde_json::{Value, json};
@@ -45,41 +42,10 @@ tools:
       text: "{{ data | jq('env | tostring') }}"
 "#;
 
-/// Runs `carte call CATALOG TOOL ARGS…`; its exit code, stdout as JSON, stderr.
+/// Runs `carte call CATALOG TOOL ARGS…` with a secret in the environment:
+/// its exit code, stdout as JSON, stderr.
 fn call(catalog: &Path, rest: &[&str]) -> (Option<i32>, Value, String) {
-    let mut child = common::carte()
-        .arg("call")
-        .arg(catalog)
-        .args(rest)
-        .env_remove("CARTE_LOG")
-        .env("CARTE_JQ_SECRET", "hunter2")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let drain = |mut pipe: Box<dyn Read + Send>| {
-        std::thread::spawn(move || {
-            let mut bytes = Vec::new();
-            let _ = pipe.read_to_end(&mut bytes);
-            bytes
-        })
-    };
-    let stdout = drain(Box::new(child.stdout.take().unwrap()));
-    let stderr = drain(Box::new(child.stderr.take().unwrap()));
-    let deadline = Instant::now() + common::TIMEOUT;
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("carte call {rest:?} did not exit");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    let json = serde_json::from_slice(&stdout.join().unwrap()).unwrap_or(Value::Null);
-    (status.code(), json, String::from_utf8_lossy(&stderr.join().unwrap()).into_owned())
+    common::run_cli("call", catalog, rest, &[("CARTE_JQ_SECRET", "hunter2")])
 }
 
 #[test]

@@ -289,3 +289,46 @@ pub fn meta_2026(capabilities: Value) -> Value {
 pub fn text(result: &Value) -> String {
     result["content"][0]["text"].as_str().unwrap_or_else(|| panic!("no text in {result}")).to_owned()
 }
+
+/// Runs `carte COMMAND CATALOG REST…` with `envs` added (killed after [`TIMEOUT`]):
+/// exit code, stdout as JSON (null if it is not), stderr.
+pub fn run_cli(
+    command: &str,
+    catalog: &Path,
+    rest: &[&str],
+    envs: &[(&str, &str)],
+) -> (Option<i32>, serde_json::Value, String) {
+    let mut child = carte()
+        .arg(command)
+        .arg(catalog)
+        .args(rest)
+        .env_remove("CARTE_LOG")
+        .envs(envs.iter().copied())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let drain = |mut pipe: Box<dyn std::io::Read + Send>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            let _ = pipe.read_to_end(&mut bytes);
+            bytes
+        })
+    };
+    let stdout = drain(Box::new(child.stdout.take().unwrap()));
+    let stderr = drain(Box::new(child.stderr.take().unwrap()));
+    let deadline = Instant::now() + TIMEOUT;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("carte {command} {rest:?} did not exit");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let json = serde_json::from_slice(&stdout.join().unwrap()).unwrap_or(serde_json::Value::Null);
+    (status.code(), json, String::from_utf8_lossy(&stderr.join().unwrap()).into_owned())
+}
