@@ -19,6 +19,7 @@
 pub mod sql;
 
 use std::future::Future;
+use std::ops::Range;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -60,6 +61,9 @@ pub struct Check<'a> {
     /// Where a key of the tool is written, by its JSON pointer in the tool
     /// (`/run/sql/statement`).
     pub locate: &'a dyn Fn(&str) -> Location,
+    /// Where bytes `range` of the text value at `pointer` are written (the
+    /// value's own place when that cannot be told, e.g. after `${VAR}`).
+    pub locate_in: &'a dyn Fn(&str, &str, Range<usize>) -> Location,
     /// Where problems go.
     pub diagnostics: &'a mut Vec<Diagnostic>,
 }
@@ -68,7 +72,22 @@ impl Check<'_> {
     /// Reports an error at the key `pointer` of the tool.
     pub fn error(&mut self, code: &'static str, pointer: &str, message: impl Into<String>) -> &mut Diagnostic {
         let location = (self.locate)(pointer);
-        self.diagnostics.push(Diagnostic::error(code, location, message));
+        self.report(Diagnostic::error(code, location, message))
+    }
+
+    /// Reports an error at bytes `range` of `text`, the value at `pointer`.
+    pub fn error_in(
+        &mut self,
+        code: &'static str,
+        (pointer, text, range): (&str, &str, Range<usize>),
+        message: impl Into<String>,
+    ) -> &mut Diagnostic {
+        let location = (self.locate_in)(pointer, text, range);
+        self.report(Diagnostic::error(code, location, message))
+    }
+
+    fn report(&mut self, diagnostic: Diagnostic) -> &mut Diagnostic {
+        self.diagnostics.push(diagnostic);
         let last = self.diagnostics.len() - 1;
         &mut self.diagnostics[last]
     }

@@ -99,7 +99,18 @@ impl Builder<'_> {
         };
         let sections = effect::Sections { databases: &self.databases, left_out: &left_out };
         let locate = |pointer: &str| assembled.locate(origin, pointer);
-        let mut check = effect::Check { arguments: properties, locate: &locate, diagnostics: self.diagnostics };
+        let locate_in = |pointer: &str, value: &str, range: std::ops::Range<usize>| {
+            let at = assembled.locate(origin, pointer);
+            // Read again only for an error, so no cache is needed.
+            let text = std::fs::read_to_string(&at.file).ok();
+            text.and_then(|text| super::scalar_map::locate_in_scalar(&text, &at, value, range)).unwrap_or(at)
+        };
+        let mut check = effect::Check {
+            arguments: properties,
+            locate: &locate,
+            locate_in: &locate_in,
+            diagnostics: self.diagnostics,
+        };
         run.effects.check(&sections, &mut check)
     }
 

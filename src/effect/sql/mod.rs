@@ -148,13 +148,12 @@ impl Kind for Sql {
                         |(kind, close)| format!("did you mean the {kind} `{close}`?"),
                     )
                 };
-                check
-                    .error(
-                        "sql",
-                        "/run/sql/statement",
-                        format!("statement does not prepare against database `{}`: {message}", sql.database),
-                    )
-                    .hint = Some(hint);
+                let message = format!("statement does not prepare against database `{}`: {message}", sql.database);
+                let diagnostic = match unknown_name_at(&message, &sql.statement) {
+                    Some(range) => check.error_in("sql", ("/run/sql/statement", &sql.statement, range), message),
+                    None => check.error("sql", "/run/sql/statement", message),
+                };
+                diagnostic.hint = Some(hint);
                 None
             }
         }
@@ -198,6 +197,28 @@ fn output(rows: Rows) -> Output {
 /// The name SQLite's "no such column: x" or "no such table: x" probably
 /// meant, among the database's columns or tables (a qualified `o.x` keeps
 /// its qualifier).
+/// Where the table or column SQLite did not find (`no such column: x`) is
+/// written in `statement`: its first occurrence as a whole word.
+fn unknown_name_at(message: &str, statement: &str) -> Option<std::ops::Range<usize>> {
+    let name = message.rsplit_once("no such column: ").or_else(|| message.rsplit_once("no such table: "))?.1.trim();
+    if name.is_empty() {
+        return None;
+    }
+    let is_word = |c: char| c.is_alphanumeric() || c == '_';
+    let mut from = 0;
+    while let Some(found) = statement[from..].find(name) {
+        let start = from + found;
+        let end = start + name.len();
+        let before = statement[..start].chars().next_back();
+        let after = statement[end..].chars().next();
+        if !before.is_some_and(is_word) && !after.is_some_and(is_word) {
+            return Some(start..end);
+        }
+        from = end;
+    }
+    None
+}
+
 fn misspelt_name(message: &str, probe: &Probe) -> Option<(&'static str, String)> {
     let (tables, columns) = probe.names();
     let (kind, written, candidates) = if let Some(column) = message.strip_prefix("no such column: ") {
@@ -211,4 +232,21 @@ fn misspelt_name(message: &str, probe: &Probe) -> Option<(&'static str, String)>
     let (qualifier, name) = written.rsplit_once('.').map_or(("", written), |(q, n)| (q, n));
     let close = did_you_mean(name, candidates.iter().map(String::as_str))?;
     Some((kind, if qualifier.is_empty() { close.to_owned() } else { format!("{qualifier}.{close}") }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::unknown_name_at;
+
+    #[test]
+    fn the_unknown_name_is_found_as_a_whole_word() {
+        let statement = "SELECT room_id, room FROM bookings WHERE room = :room";
+        let at = unknown_name_at("statement does not prepare: no such column: room", statement);
+        assert_eq!(at.clone().map(|r| &statement[r]), Some("room"));
+        assert_eq!(at, Some(16..20), "not inside `room_id`");
+        let at = unknown_name_at("no such table: members", "SELECT * FROM members");
+        assert_eq!(at, Some(14..21));
+        assert_eq!(unknown_name_at("near \"FORM\": syntax error", "SELECT * FORM t"), None);
+        assert_eq!(unknown_name_at("no such column: gone", "SELECT 1"), None);
+    }
 }
