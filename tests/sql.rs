@@ -9,9 +9,9 @@ use std::collections::BTreeMap;
 use std::io::Read as _;
 use std::path::Path;
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{Server, TIMEOUT, TempDir, text};
+use common::{Server, TempDir, text};
 use serde_json::json;
 
 /// A shop whose `setup` starts with `first_setup` (a YAML list item, or
@@ -92,17 +92,7 @@ fn carte(dir: &Path, args: &[&str]) -> (Option<i32>, String) {
         let _ = pipe.read_to_string(&mut text);
         text
     });
-    let deadline = Instant::now() + TIMEOUT;
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("carte {args:?} did not finish");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
+    let status = common::wait_bounded(&mut child, &format!("carte {args:?}"));
     (status.code(), reader.join().unwrap())
 }
 

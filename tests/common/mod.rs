@@ -318,17 +318,23 @@ pub fn run_cli(
     };
     let stdout = drain(Box::new(child.stdout.take().unwrap()));
     let stderr = drain(Box::new(child.stderr.take().unwrap()));
+    let status = wait_bounded(&mut child, &format!("carte {command} {rest:?}"));
+    let json = serde_json::from_slice(&stdout.join().unwrap()).unwrap_or(serde_json::Value::Null);
+    (status.code(), json, String::from_utf8_lossy(&stderr.join().unwrap()).into_owned())
+}
+
+/// Waits for `child` to exit, killing it and failing the test (naming `what`)
+/// after [`TIMEOUT`].
+pub fn wait_bounded(child: &mut std::process::Child, what: &str) -> std::process::ExitStatus {
     let deadline = Instant::now() + TIMEOUT;
-    let status = loop {
+    loop {
         if let Some(status) = child.try_wait().unwrap() {
-            break status;
+            return status;
         }
         if Instant::now() > deadline {
             let _ = child.kill();
-            panic!("carte {command} {rest:?} did not exit");
+            panic!("{what} did not exit within {TIMEOUT:?}");
         }
         std::thread::sleep(Duration::from_millis(10));
-    };
-    let json = serde_json::from_slice(&stdout.join().unwrap()).unwrap_or(serde_json::Value::Null);
-    (status.code(), json, String::from_utf8_lossy(&stderr.join().unwrap()).into_owned())
+    }
 }
