@@ -114,6 +114,8 @@ pub struct Rows {
     pub rows: Vec<Map<String, Value>>,
     /// Whether the statement had more rows than were kept.
     pub truncated: bool,
+    /// Whether the statement writes (it commits only if its result renders).
+    pub wrote: bool,
 }
 
 /// Sets a call's cancel flag when dropped: the effect's future holds it, so
@@ -247,7 +249,7 @@ impl Database {
                 let writes = !prepared.readonly();
                 let columns: Vec<String> = prepared.column_names().map(str::to_owned).collect();
                 let mut raw = prepared.raw_query();
-                let mut rows = Rows::default();
+                let mut rows = Rows { wrote: writes, ..Rows::default() };
                 while let Some(row) = raw.next()? {
                     if rows.rows.len() == MAX_ROWS {
                         rows.truncated = true;
