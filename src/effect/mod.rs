@@ -54,25 +54,50 @@ pub enum Failure<T> {
     },
 }
 
+/// A template an effect renders when it runs (a URL path, an argument of
+/// a program), registered and checked with the tool's templates.
+#[derive(Debug, Clone)]
+pub struct Template {
+    /// Its name in the catalog's template environment.
+    pub name: String,
+    /// For a template that is one `{{ expression }}`: the name of its twin
+    /// that renders the expression's value as JSON, so that `"{{ count }}"`
+    /// stays a number where a value keeps its type (a JSON body, an SQL
+    /// parameter).
+    pub typed: Option<String>,
+}
+
+/// What checking an effect needs from the catalog being built: where keys
+/// are written, its templates, where problems go.
+pub trait Host {
+    /// Where a key of the tool is written, by its JSON pointer in the tool
+    /// (`/run/sql/statement`).
+    fn locate(&self, pointer: &str) -> Location;
+    /// Where bytes `range` of the text value at `pointer` are written (the
+    /// value's own place when that cannot be told, e.g. after `${VAR}`).
+    fn locate_in(&self, pointer: &str, text: &str, range: Range<usize>) -> Location;
+    /// Registers `source`, the template written at `pointer`, and checks
+    /// it against the names the effect may use (the tool's arguments,
+    /// `arguments`, `data`, and what its steps produced); `None` once it
+    /// reported why it cannot render.
+    fn template(&mut self, pointer: &str, source: &str) -> Option<Template>;
+    /// Adds a problem to the catalog's diagnostics.
+    fn report(&mut self, diagnostic: Diagnostic) -> &mut Diagnostic;
+}
+
 /// What checking one tool's effect sees and where it reports.
 pub struct Check<'a> {
     /// The tool's arguments (`inputSchema.properties`).
     pub arguments: &'a [String],
-    /// Where a key of the tool is written, by its JSON pointer in the tool
-    /// (`/run/sql/statement`).
-    pub locate: &'a dyn Fn(&str) -> Location,
-    /// Where bytes `range` of the text value at `pointer` are written (the
-    /// value's own place when that cannot be told, e.g. after `${VAR}`).
-    pub locate_in: &'a dyn Fn(&str, &str, Range<usize>) -> Location,
-    /// Where problems go.
-    pub diagnostics: &'a mut Vec<Diagnostic>,
+    /// The catalog being built.
+    pub host: &'a mut dyn Host,
 }
 
 impl Check<'_> {
     /// Reports an error at the key `pointer` of the tool.
     pub fn error(&mut self, code: &'static str, pointer: &str, message: impl Into<String>) -> &mut Diagnostic {
-        let location = (self.locate)(pointer);
-        self.report(Diagnostic::error(code, location, message))
+        let location = self.host.locate(pointer);
+        self.host.report(Diagnostic::error(code, location, message))
     }
 
     /// Reports an error at bytes `range` of `text`, the value at `pointer`.
@@ -82,15 +107,30 @@ impl Check<'_> {
         (pointer, text, range): (&str, &str, Range<usize>),
         message: impl Into<String>,
     ) -> &mut Diagnostic {
-        let location = (self.locate_in)(pointer, text, range);
-        self.report(Diagnostic::error(code, location, message))
+        let location = self.host.locate_in(pointer, text, range);
+        self.host.report(Diagnostic::error(code, location, message))
     }
 
-    fn report(&mut self, diagnostic: Diagnostic) -> &mut Diagnostic {
-        self.diagnostics.push(diagnostic);
-        let last = self.diagnostics.len() - 1;
-        &mut self.diagnostics[last]
+    /// Registers and checks the template `source` written at `pointer`.
+    pub fn template(&mut self, pointer: &str, source: &str) -> Option<Template> {
+        self.host.template(pointer, source)
     }
+}
+
+/// A future an effect's [`Call`] returns.
+pub type CallFuture<'a, T> = std::pin::Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// The tool call an effect runs for: the variables its templates see and
+/// the client it may tell what happens.
+pub trait Call: Send + Sync {
+    /// Renders `templates` with the call's variables, all in one trip to
+    /// the blocking pool: each as text, or, for one with a
+    /// [`Template::typed`] twin, as the JSON value of its expression. An
+    /// error says which template failed and why.
+    fn render<'a>(&'a self, templates: &'a [Template]) -> CallFuture<'a, Result<Vec<Value>, String>>;
+    /// Sends `message` to the client as a log message at `info` from
+    /// `logger` (if the client asked for that level).
+    fn info<'a>(&'a self, logger: &'a str, message: String) -> CallFuture<'a, ()>;
 }
 
 /// The top-level blocks effects use, checked before the tools are.
@@ -123,7 +163,12 @@ pub trait Kind: Sized + Send + Sync {
     /// render) with what it produced. If `finish` fails, the effect undoes
     /// what it can and says so in [`Failure::Refused`]; dropping the
     /// future (a cancelled call) stops the work.
-    fn run<T, F, Fut>(&self, arguments: Map<String, Value>, finish: F) -> impl Future<Output = Result<T, Failure<T>>>
+    fn run<T, F, Fut>(
+        &self,
+        call: &dyn Call,
+        arguments: Map<String, Value>,
+        finish: F,
+    ) -> impl Future<Output = Result<T, Failure<T>>>
     where
         F: FnOnce(Output) -> Fut,
         Fut: Future<Output = Result<T, T>>;
@@ -162,8 +207,18 @@ macro_rules! effects {
             }
 
             /// Checks the given effect: `Some(None)` if there is none, `None`
-            /// once it reported why it cannot run.
+            /// once it reported why it cannot run (also when `run` names two).
             pub fn check(&self, sections: &Sections<'_>, check: &mut Check<'_>) -> Option<Option<Effect>> {
+                let named: Vec<&str> = [$((stringify!($key), self.$key.is_some())),*]
+                    .into_iter()
+                    .filter_map(|(key, present)| present.then_some(key))
+                    .collect();
+                if let [first, second, ..] = named[..] {
+                    check
+                        .error("run", &format!("/run/{second}"), format!("`run` has both `{first}` and `{second}`"))
+                        .hint = Some("a tool runs one effect; split it into two tools".to_owned());
+                    return None;
+                }
                 $(if let Some(spec) = &self.$key {
                     return <$module::$kind as Kind>::check(spec, sections, check).map(|e| Some(Effect::$kind(e)));
                 })*
@@ -180,13 +235,13 @@ macro_rules! effects {
             }
 
             /// Runs it, then `finish` (see [`Kind::run`]).
-            pub async fn run<T, F, Fut>(&self, arguments: Map<String, Value>, finish: F) -> Result<T, Failure<T>>
+            pub async fn run<T, F, Fut>(&self, call: &dyn Call, arguments: Map<String, Value>, finish: F) -> Result<T, Failure<T>>
             where
                 F: FnOnce(Output) -> Fut,
                 Fut: Future<Output = Result<T, T>>,
             {
                 match self {
-                    $(Effect::$kind(effect) => effect.run(arguments, finish).await,)*
+                    $(Effect::$kind(effect) => effect.run(call, arguments, finish).await,)*
                 }
             }
         }

@@ -22,9 +22,10 @@ use std::sync::Arc;
 use minijinja::Value as TemplateValue;
 use serde_json::{Map, Value};
 
+use crate::catalog::model::LogLevel;
 use crate::catalog::{Catalog, ResultSpec, Tool};
 use crate::content::{Output, render_block};
-use crate::effect::Failure;
+use crate::effect::{self, CallFuture, Failure, Template};
 use crate::render::{self, RenderError};
 
 /// The result of one tool call.
@@ -70,7 +71,7 @@ pub async fn call(
         // A cancelled call drops its effect, which stops its work (an SQL
         // statement) and rolls back a write whose result was rendering.
         Ok(()) => tokio::select! {
-            outcome = finish(catalog, tool, arguments, context) => Ok(outcome),
+            outcome = finish(catalog, tool, arguments, context, client) => Ok(outcome),
             () = client.until_cancelled() => Err(Cancelled),
         },
     }
@@ -101,12 +102,14 @@ async fn finish(
     tool: &Tool,
     arguments: Map<String, Value>,
     context: BTreeMap<String, TemplateValue>,
+    client: &dyn steps::Client,
 ) -> ToolOutcome {
     let Some(effect) = &tool.effect else {
         return render_outcome(catalog, &tool.name, context, None).await;
     };
+    let call = Running { catalog: Arc::clone(catalog), variables: TemplateValue::from(context.clone()), client };
     let outcome = effect
-        .run(arguments, |output| {
+        .run(&call, arguments, |output| {
             let (mut context, mut effect_result) = (context, None);
             for (name, value) in output.variables {
                 context.insert(name, crate::render::to_value(&value));
@@ -131,6 +134,43 @@ async fn finish(
         }
         Err(Failure::Failed(message)) => ToolOutcome::error(format!("tool `{}` failed: {message}", tool.name)),
     }
+}
+
+/// A tool call as its effect sees it (see [`effect::Call`]).
+struct Running<'c> {
+    catalog: Arc<Catalog>,
+    /// What the effect's templates see: the arguments, `arguments`, `data`
+    /// and what the steps produced.
+    variables: TemplateValue,
+    client: &'c dyn steps::Client,
+}
+
+impl effect::Call for Running<'_> {
+    fn render<'a>(&'a self, templates: &'a [Template]) -> CallFuture<'a, Result<Vec<Value>, String>> {
+        let (catalog, variables, templates) = (Arc::clone(&self.catalog), self.variables.clone(), templates.to_vec());
+        Box::pin(async move {
+            let rendered = render::off_thread(move || {
+                templates.iter().map(|template| render_one(&catalog, template, &variables)).collect()
+            });
+            rendered.await.map_err(|err| err.to_string()).and_then(|rendered| rendered)
+        })
+    }
+
+    fn info<'a>(&'a self, logger: &'a str, message: String) -> CallFuture<'a, ()> {
+        self.client.log(LogLevel::Info, logger, Value::String(message))
+    }
+}
+
+/// Renders one of an effect's templates: its text, or the value of its one
+/// expression (see [`Template::typed`]).
+fn render_one(catalog: &Catalog, template: &Template, variables: &TemplateValue) -> Result<Value, String> {
+    let Some(typed) = &template.typed else {
+        return render::render(&catalog.env, &template.name, variables.clone())
+            .map(Value::String)
+            .map_err(|e| e.to_string());
+    };
+    let json = render::render(&catalog.env, typed, variables.clone()).map_err(|err| err.to_string())?;
+    serde_json::from_str(&json).map_err(|err| format!("`{}` gave no JSON value: {err}", template.name))
 }
 
 /// Added to a failed result whose statement wrote: the model may retry

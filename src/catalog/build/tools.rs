@@ -1,10 +1,13 @@
 //! Tools: their arguments, `run` (effect, steps, result) and names.
 
+use std::ops::Range;
+
 use serde_json::{Map, Value, json};
 
 use crate::catalog::assemble::{Declared, Origin};
 use crate::catalog::model::{NumberSpec, RunSpec, SleepSpec, StepSpec, ToolSpec};
 use crate::catalog::{Amount, ResultSpec, Step, StepData, Tool, Wait};
+use crate::diag::{Diagnostic, Location};
 use crate::effect::{self, Effect};
 
 use super::{Builder, Scope, present, wire_head};
@@ -30,19 +33,24 @@ impl Builder<'_> {
             .unwrap_or_default();
         let run = &spec.run;
         let errors_before = self.errors();
-        let effect = self.effect(run, &properties, origin);
+        let owner = format!("tool {}:", spec.name);
         let mut names = properties.clone();
         names.extend(["data".to_owned(), "arguments".to_owned()]);
-        names.extend(run.effects.variables().into_iter().map(str::to_owned));
         let declared_steps = run.steps.as_deref().unwrap_or_default();
+        let mut produced = Vec::new();
         if declared_steps.iter().any(|step| step.elicit.is_some()) {
-            names.push("elicited".to_owned());
+            produced.push("elicited".to_owned());
         }
         if declared_steps.iter().any(|step| step.sample.is_some()) {
-            names.push("sampled".to_owned());
+            produced.push("sampled".to_owned());
         }
-        let mut scope = Scope::new(names);
-        let owner = format!("tool {}:", spec.name);
+        // The effect's templates see what the steps produced; the result's
+        // also see what the effect produced.
+        let mut scope = Scope::new(names.iter().chain(&produced).cloned());
+        let effect = self.effect(run, &properties, origin, &owner, &mut scope);
+        names.extend(run.effects.variables().into_iter().map(str::to_owned));
+        names.extend(produced);
+        scope.allowed = names;
         let steps = self.steps(declared_steps, &owner, origin, &mut scope);
         let result = self.result(run, &owner, origin, &mut scope);
         if let Some(Some(effect)) = &effect {
@@ -92,26 +100,25 @@ impl Builder<'_> {
 
     /// Checks the effect of `run`: `Some(None)` if it has none, `None` once
     /// it reported why the effect cannot run.
-    fn effect(&mut self, run: &RunSpec, properties: &[String], origin: &Origin) -> Option<Option<Effect>> {
+    fn effect(
+        &mut self,
+        run: &RunSpec,
+        properties: &[String],
+        origin: &Origin,
+        owner: &str,
+        scope: &mut Scope,
+    ) -> Option<Option<Effect>> {
         let assembled = self.assembled;
         let left_out = |block: &str, name: &str| {
             block == "databases" && (assembled.databases.contains_key(name) || assembled.dropped.database(name))
         };
-        let sections = effect::Sections { databases: &self.databases, left_out: &left_out };
-        let locate = |pointer: &str| assembled.locate(origin, pointer);
-        let locate_in = |pointer: &str, value: &str, range: std::ops::Range<usize>| {
-            let at = assembled.locate(origin, pointer);
-            // Read again only for an error, so no cache is needed.
-            let text = std::fs::read_to_string(&at.file).ok();
-            text.and_then(|text| super::scalar_map::locate_in_scalar(&text, &at, value, range)).unwrap_or(at)
-        };
-        let mut check = effect::Check {
-            arguments: properties,
-            locate: &locate,
-            locate_in: &locate_in,
-            diagnostics: self.diagnostics,
-        };
-        run.effects.check(&sections, &mut check)
+        // Out of the builder while its effects are checked, which need the builder too.
+        let databases = std::mem::take(&mut self.databases);
+        let sections = effect::Sections { databases: &databases, left_out: &left_out };
+        let mut host = EffectHost { builder: self, origin, owner, scope };
+        let checked = run.effects.check(&sections, &mut effect::Check { arguments: properties, host: &mut host });
+        self.databases = databases;
+        checked
     }
 
     /// Checks `run.steps` and registers their templates.
@@ -308,10 +315,77 @@ impl Builder<'_> {
     }
 }
 
+/// What an effect is checked with: the builder, at the tool being built.
+struct EffectHost<'h, 'b> {
+    builder: &'h mut Builder<'b>,
+    origin: &'h Origin,
+    /// `tool NAME:`, the start of the names of the tool's templates.
+    owner: &'h str,
+    /// What the effect's templates may use.
+    scope: &'h mut Scope,
+}
+
+impl effect::Host for EffectHost<'_, '_> {
+    fn locate(&self, pointer: &str) -> Location {
+        self.builder.assembled.locate(self.origin, pointer)
+    }
+
+    fn locate_in(&self, pointer: &str, text: &str, range: Range<usize>) -> Location {
+        let at = self.builder.assembled.locate(self.origin, pointer);
+        // Read again only for an error, so no cache is needed.
+        let file = std::fs::read_to_string(&at.file).ok();
+        file.and_then(|file| super::scalar_map::locate_in_scalar(&file, &at, text, range)).unwrap_or(at)
+    }
+
+    fn template(&mut self, pointer: &str, source: &str) -> Option<effect::Template> {
+        let name = format!("{}{pointer}", self.owner);
+        let name = self.builder.inline(name, source, self.origin, pointer, self.scope)?;
+        let typed = single_expression(source).and_then(|expression| {
+            let twin = format!("{name}#json");
+            let twin_source = format!("{{{{ ({expression}) | tojson }}}}");
+            self.builder.env.template_from_named_str(&twin, &twin_source).ok()?;
+            self.builder.sources.insert(twin.clone(), twin_source);
+            Some(twin)
+        });
+        Some(effect::Template { name, typed })
+    }
+
+    fn report(&mut self, diagnostic: Diagnostic) -> &mut Diagnostic {
+        let idx = self.builder.diagnostics.len();
+        self.builder.diagnostics.push(diagnostic);
+        &mut self.builder.diagnostics[idx]
+    }
+}
+
+/// The expression of a template that is nothing but one `{{ expression }}`
+/// (`"{{ count }}"`, `"{{- n + 1 }}"`), whose value can keep its type.
+fn single_expression(source: &str) -> Option<&str> {
+    let inner = source.trim().strip_prefix("{{")?.strip_suffix("}}")?;
+    let inner = inner.strip_prefix(['-', '+']).unwrap_or(inner);
+    let inner = inner.strip_suffix(['-', '+']).unwrap_or(inner).trim();
+    let nested = ["{{", "}}", "{%", "%}", "{#", "#}"].iter().any(|mark| inner.contains(mark));
+    (!inner.is_empty() && !nested).then_some(inner)
+}
+
 /// Reads a `sleep` duration: milliseconds, or `250ms`, `2s`, `1m`.
 pub(super) fn parse_duration(spec: &SleepSpec) -> Result<std::time::Duration, String> {
     match spec {
         SleepSpec::Millis(ms) => crate::duration::sleep_of(*ms),
         SleepSpec::Text(text) => crate::duration::parse_sleep(text),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::single_expression;
+
+    #[test]
+    fn a_template_of_one_expression_is_told_from_others() {
+        assert_eq!(single_expression("{{ count }}"), Some("count"));
+        assert_eq!(single_expression(" {{- n + 1 -}} "), Some("n + 1"));
+        assert_eq!(single_expression("{{ a }}-{{ b }}"), None);
+        assert_eq!(single_expression("id {{ a }}"), None);
+        assert_eq!(single_expression("{% if a %}x{% endif %}"), None);
+        assert_eq!(single_expression("{{ }}"), None);
     }
 }

@@ -18,7 +18,7 @@ use serde_json::{Map, Value};
 pub use databases::{Checked, DatabaseEntry, Declared, apply_setup, check_databases};
 use engine::{Aborted, Database, MAX_ROWS, Probe, Rows};
 
-use super::{Check, Failure, Kind, Output, Sections};
+use super::{Call, Check, Failure, Kind, Output, Sections};
 use crate::diag::did_you_mean;
 use crate::duration::DurationSpec;
 
@@ -165,7 +165,7 @@ impl Kind for Sql {
 
     /// Runs the statement and `finish` in one transaction (see
     /// [`Database::transact`]): a write commits only if `finish` succeeded.
-    async fn run<T, F, Fut>(&self, arguments: Map<String, Value>, finish: F) -> Result<T, Failure<T>>
+    async fn run<T, F, Fut>(&self, _call: &dyn Call, arguments: Map<String, Value>, finish: F) -> Result<T, Failure<T>>
     where
         F: FnOnce(Output) -> Fut,
         Fut: Future<Output = Result<T, T>>,
