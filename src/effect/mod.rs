@@ -37,6 +37,10 @@ pub struct Output {
     /// What the model reading the result must also know (e.g. that rows
     /// were left out), added to the result after its content.
     pub notice: Option<String>,
+    /// The `databases` entry this effect writes to, if it does: once the
+    /// call's work is committed, what reads that database (live resources)
+    /// may have changed.
+    pub changed: Option<String>,
 }
 
 /// Why an effect gave no result.

@@ -83,6 +83,8 @@ pub struct Sql {
     statement: String,
     /// How long it may run.
     timeout: Duration,
+    /// The name of its `databases` entry.
+    database_name: String,
     /// Its `:params`, each an argument of the tool.
     params: Vec<String>,
 }
@@ -133,6 +135,7 @@ impl Kind for Sql {
                     database: entry.database.clone(),
                     statement: sql.statement.clone(),
                     timeout: entry.timeout,
+                    database_name: sql.database.clone(),
                     params,
                 })
             }
@@ -171,7 +174,7 @@ impl Kind for Sql {
         Fut: Future<Output = Result<T, T>>,
     {
         let outcome =
-            self.database.transact(&self.statement, arguments, self.timeout, |rows| finish(output(rows))).await;
+            self.database.transact(&self.statement, arguments, self.timeout, |rows| finish(self.output(rows))).await;
         outcome.map_err(|aborted| match aborted {
             Aborted::Refused { reason, rolled_back } => {
                 Failure::Refused { reason, undone: rolled_back.then_some(ROLLED_BACK) }
@@ -181,17 +184,20 @@ impl Kind for Sql {
     }
 }
 
-/// What a `sql` result sees (`truncated`, then `rows`: the last one is the
-/// effect's value), and a notice if rows were left out.
-fn output(rows: Rows) -> Output {
-    let notice = rows.truncated.then(|| {
-        format!(
-            "[carte: the statement returned more than {MAX_ROWS} rows; this result was made from the first {MAX_ROWS} only]"
-        )
-    });
-    let truncated = ("truncated".to_owned(), Value::Bool(rows.truncated));
-    let rows = ("rows".to_owned(), Value::Array(rows.rows.into_iter().map(Value::Object).collect()));
-    Output { variables: vec![truncated, rows], notice }
+impl Sql {
+    /// What a `sql` result sees (`truncated`, then `rows`: the last one is
+    /// the effect's value), and a notice if rows were left out.
+    fn output(&self, rows: Rows) -> Output {
+        let notice = rows.truncated.then(|| {
+            format!(
+                "[carte: the statement returned more than {MAX_ROWS} rows; this result was made from the first {MAX_ROWS} only]"
+            )
+        });
+        let changed = rows.wrote.then(|| self.database_name.clone());
+        let truncated = ("truncated".to_owned(), Value::Bool(rows.truncated));
+        let rows = ("rows".to_owned(), Value::Array(rows.rows.into_iter().map(Value::Object).collect()));
+        Output { variables: vec![truncated, rows], notice, changed }
+    }
 }
 
 /// The name SQLite's "no such column: x" or "no such table: x" probably
