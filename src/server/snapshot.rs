@@ -294,18 +294,23 @@ impl Snapshot {
         Ok(result)
     }
 
-    /// `resources/read` for a request: [`Snapshot::read_resource_json`]'s reading on the
-    /// blocking pool (matching and rendering never hold a runtime thread).
+    /// `resources/read` for a request: matching and rendering on the blocking
+    /// pool, a resource's `sql` statement through its database (see
+    /// [`crate::resource::read_live`]); nothing holds a runtime thread.
     pub(in crate::server) async fn read_resource_off_thread(
         &self,
         uri: &str,
     ) -> Result<Vec<ResourceContents>, ErrorData> {
         check_uri_length(uri)?;
-        let catalog = Arc::clone(&self.catalog);
-        let owned_uri = uri.to_owned();
-        crate::render::off_thread(move || read(&catalog, &owned_uri))
-            .await
-            .unwrap_or_else(|err| Err(read_error(uri, ReadError::Render(err))))
+        let body = crate::resource::read_live(&self.catalog, uri).await;
+        body.map(|body| vec![resource_contents(body)]).map_err(|err| read_error(uri, err))
+    }
+
+    /// `resources/read` as JSON, running the statement of a resource that
+    /// reads a database (as `carte read` and live resources read).
+    pub async fn read_resource_live_json(&self, uri: &str) -> Answer {
+        let contents = self.read_resource_off_thread(uri).await;
+        answer(contents.map(|contents| json!({ "contents": contents })))
     }
 
     /// `resources/read` as JSON (`{"contents": [...]}`), blocking: an unknown
@@ -375,6 +380,10 @@ fn read_error(uri: &str, err: ReadError) -> ErrorData {
             Some(json!({ "uri": uri, "reason": message })),
         ),
         ReadError::Render(err) => ErrorData::internal_error(format!("resource `{uri}` failed to render: {err}"), None),
+        ReadError::Query(err) => ErrorData::internal_error(format!("resource `{uri}` could not be read: {err}"), None),
+        ReadError::Live => {
+            ErrorData::internal_error(format!("resource `{uri}` could not be read here: {}", ReadError::Live), None)
+        }
     }
 }
 
