@@ -224,23 +224,27 @@ impl Snapshot {
         arguments: Option<Map<String, Value>>,
         client: &dyn run::steps::Client,
     ) -> Answer {
-        answer(self.call_tool(name, arguments, client).await)
+        answer(self.call_tool(name, arguments, client).await.map(|(result, _)| result))
     }
 
     /// `tools/call`: an unknown tool is -32602; everything else is a result.
     /// A cancelled call is an error response (which the stdio transport
-    /// drops: a cancelled request gets no answer).
+    /// drops: a cancelled request gets no answer). With the result comes the
+    /// database the call's committed write changed, if any.
     pub(in crate::server) async fn call_tool(
         &self,
         name: &str,
         arguments: Option<Map<String, Value>>,
         client: &dyn run::steps::Client,
-    ) -> Result<CallToolResult, ErrorData> {
+    ) -> Result<(CallToolResult, Option<String>), ErrorData> {
         let Some(tool) = self.catalog.tool(name) else {
             return Err(ErrorData::invalid_params(format!("unknown tool `{name}`"), Some(json!({ "name": name }))));
         };
         match run::call(&self.catalog, tool, arguments.unwrap_or_default(), client).await {
-            Ok(outcome) => Ok(tool_result(outcome)),
+            Ok(mut outcome) => {
+                let changed = outcome.changed.take();
+                Ok((tool_result(outcome), changed))
+            }
             Err(run::Cancelled) => Err(ErrorData::new(ErrorCode(REQUEST_CANCELLED), "request cancelled", None)),
         }
     }
