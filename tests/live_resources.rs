@@ -65,6 +65,10 @@ resources:
     name: orders
     description: Every order
     sql: { database: shop, statement: "SELECT id, item, customer FROM orders ORDER BY id" }
+  - uri: shop://broken
+    name: broken
+    description: A statement that fails when it runs
+    sql: { database: shop, statement: "SELECT abs(-9223372036854775808) AS n" }
 resourceTemplates:
   - uriTemplate: shop://customers/{customer}/orders
     name: customer_orders
@@ -237,4 +241,28 @@ fn http_sessions_and_listen_streams_hear_of_writes_too() {
     server.request(&first, 5, "tools/call", json!({"name": "note", "arguments": {"text": "marker"}}));
     assert_eq!(events_until(&second_events, marker), [marker]);
     assert_eq!(events_until(&first_events, marker), [marker]);
+}
+
+#[test]
+fn a_statement_that_fails_is_a_read_error_not_a_crash() {
+    let (_dir, path) = catalog();
+    let mut server = Server::initialized(&path, &[]);
+    let error = server.error("resources/read", json!({"uri": "shop://broken"}));
+    assert_eq!(error["code"], -32603, "{error}");
+    let message = error["message"].as_str().unwrap_or_default();
+    assert!(message.contains("shop://broken") && message.contains("integer overflow"), "{error}");
+    assert_eq!(read(&mut server, "shop://orders"), "[]");
+}
+
+#[test]
+fn a_reload_that_changes_what_a_resource_reads_notifies_its_subscribers() {
+    let (_dir, path) = catalog();
+    let mut server = Server::initialized(&path, &[]);
+    call(&mut server, "order", json!({"item": "tea", "customer": "Ada"}));
+    server.result("resources/subscribe", json!({"uri": "shop://orders"}));
+    let changed = CATALOG.replace("SELECT id, item, customer FROM orders", "SELECT item FROM orders");
+    assert_ne!(changed, CATALOG);
+    std::fs::write(&path, changed).unwrap();
+    assert_eq!(updates_until(&mut server, "shop://orders"), ["shop://orders"]);
+    assert_eq!(read(&mut server, "shop://orders"), r#"[{"item":"tea"}]"#);
 }

@@ -535,4 +535,27 @@ mod tests {
         hub.announce(&changes, Some(&Report { level: LogLevel::Info, logger: "l", data: &data }));
         assert_eq!(drain(&mut second_notes), [Note::ToolsChanged, Note::Updated("x://second".to_owned())]);
     }
+
+    #[test]
+    fn contents_are_recorded_for_subscribed_uris_only_and_go_with_the_last_subscriber() {
+        let hub = Hub::default();
+        let (first, _a) = joined(&hub);
+        let (second, _b) = joined(&hub);
+        let (one, two) = (Fingerprint::of(b"one"), Fingerprint::of(b"two"));
+        assert!(!hub.record("x://live", one), "nobody subscribed: not recorded");
+        hub.subscribe(&first, "x://live").unwrap();
+        hub.subscribe(&second, "x://live").unwrap();
+        assert!(hub.record("x://live", one), "never recorded: changed");
+        assert!(!hub.record("x://live", one));
+        hub.record_first("x://live", two);
+        assert!(!hub.record("x://live", one), "a first read does not replace a later one");
+        assert!(hub.record("x://live", two));
+        hub.unsubscribe(&first, "x://live");
+        assert!(!hub.record("x://live", two), "kept while someone subscribes");
+        hub.leave(second.id);
+        assert!(lock(&hub.state).contents.is_empty());
+        hub.subscribe(&first, "x://live").unwrap();
+        hub.record_first("x://live", one);
+        assert!(!hub.record("x://live", one), "the first read is what a write is compared with");
+    }
 }

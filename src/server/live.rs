@@ -16,6 +16,7 @@
 //! or recovers is announced.
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
@@ -32,6 +33,20 @@ pub const DEBOUNCE: Duration = Duration::from_millis(50);
 #[derive(Default)]
 pub struct Live {
     passes: Mutex<HashMap<String, bool>>,
+    /// How many passes ran since start-up.
+    ran: AtomicU64,
+}
+
+impl Live {
+    /// How many passes (re-reads after writes) ran since start-up.
+    pub fn passes(&self) -> u64 {
+        self.ran.load(Ordering::Relaxed)
+    }
+
+    /// Whether a pass is running or waiting to run.
+    pub fn busy(&self) -> bool {
+        !lock(&self.passes).is_empty()
+    }
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -57,6 +72,7 @@ pub fn changed(shared: &Arc<Shared>, database: &str) {
             // Writes from now on are after this pass's reads began: they need another pass.
             lock(&shared.live.passes).insert(database.clone(), false);
             refresh(&shared, Some(&database)).await;
+            shared.live.ran.fetch_add(1, Ordering::Relaxed);
             let mut passes = lock(&shared.live.passes);
             if passes.get(&database) != Some(&true) {
                 passes.remove(&database);
@@ -123,4 +139,44 @@ fn fingerprint(answer: &super::Answer) -> Fingerprint {
         Err(err) => format!("error {}: {}", err.code, err.message),
     };
     Fingerprint::of(text.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::server::Snapshot;
+
+    fn shared(name: &str) -> Arc<Shared> {
+        let dir = std::env::temp_dir().join(format!("carte-live-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("catalog.yaml");
+        std::fs::write(
+            &path,
+            "server: { name: l, version: 1.0.0 }\ntools:\n  - { name: t, description: T., run: { text: t } }\n",
+        )
+        .unwrap();
+        let loaded = crate::catalog::load(&path);
+        let _ = std::fs::remove_dir_all(&dir);
+        Shared::new(Snapshot::new(loaded.catalog.unwrap_or_else(|| panic!("{:?}", loaded.diagnostics))))
+    }
+
+    #[test]
+    fn a_burst_of_writes_shares_one_pass_per_database() {
+        let shared = shared("burst");
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(async {
+            // Nothing runs until this task waits: every write of the burst comes before the pass.
+            for _ in 0..100 {
+                changed(&shared, "shop");
+                changed(&shared, "other");
+            }
+            let waited = tokio::time::timeout(Duration::from_secs(20), async {
+                while shared.live.busy() {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            });
+            waited.await.expect("the passes ended within the test's bound");
+        });
+        assert_eq!(shared.live.passes(), 2, "one pass per database");
+    }
 }
