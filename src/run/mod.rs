@@ -62,7 +62,7 @@ pub async fn call(
 ) -> Result<ToolOutcome, Cancelled> {
     let arguments = match check_arguments(tool, arguments) {
         Ok(arguments) => arguments,
-        Err(outcome) => return Ok(outcome),
+        Err(message) => return Ok(ToolOutcome::error(message)),
     };
     let mut context: BTreeMap<String, TemplateValue> =
         arguments.iter().map(|(k, v)| (k.clone(), crate::render::to_value(v))).collect();
@@ -80,19 +80,19 @@ pub async fn call(
     }
 }
 
-/// The arguments, if they satisfy `inputSchema`; else the error result.
-fn check_arguments(tool: &Tool, arguments: Map<String, Value>) -> Result<Map<String, Value>, ToolOutcome> {
+/// The arguments, if they satisfy `inputSchema`; else what the error result says.
+fn check_arguments(tool: &Tool, arguments: Map<String, Value>) -> Result<Map<String, Value>, String> {
     let arguments = Value::Object(arguments);
-    let input = tool.input_validator().map_err(|err| {
-        ToolOutcome::error(format!("tool `{}` has an inputSchema that cannot be compiled: {err}", tool.name))
-    })?;
+    let input = tool
+        .input_validator()
+        .map_err(|err| format!("tool `{}` has an inputSchema that cannot be compiled: {err}", tool.name))?;
     if !input.is_valid(&arguments) {
         let violations = list_violations(input.iter_errors(&arguments));
-        return Err(ToolOutcome::error(format!("invalid arguments for tool `{}`: {violations}", tool.name)));
+        return Err(format!("invalid arguments for tool `{}`: {violations}", tool.name));
     }
     match arguments {
         Value::Object(arguments) => Ok(arguments),
-        _ => Err(ToolOutcome::error("arguments must be an object")),
+        _ => Err("arguments must be an object".to_owned()),
     }
 }
 
