@@ -60,6 +60,20 @@ tools:
     run:
       sql: { database: other, statement: "INSERT INTO logs (text) VALUES (:text)" }
       text: logged
+  - name: compute
+    description: Shows how params are bound
+    inputSchema:
+      type: object
+      properties: { n: { type: integer }, text: { type: string } }
+      required: [n, text]
+    run:
+      sql:
+        database: shop
+        statement: "SELECT typeof(:next) AS kind, :next AS next, :label AS label, :quoted AS quoted"
+        params:
+          next: "{{ n + 1 }}"
+          label: "n={{ n }}"
+          quoted: "{{ text }}"
 resources:
   - uri: shop://orders
     name: orders
@@ -265,4 +279,16 @@ fn a_reload_that_changes_what_a_resource_reads_notifies_its_subscribers() {
     std::fs::write(&path, changed).unwrap();
     assert_eq!(updates_until(&mut server, "shop://orders"), ["shop://orders"]);
     assert_eq!(read(&mut server, "shop://orders"), r#"[{"item":"tea"}]"#);
+}
+
+#[test]
+fn params_are_computed_by_templates_and_bound_as_values() {
+    let (_dir, path) = catalog();
+    let mut server = Server::initialized(&path, &[]);
+    let hostile = "x'); DROP TABLE orders; --";
+    let result = call(&mut server, "compute", json!({"n": 3, "text": hostile}));
+    let rows: Value = serde_json::from_str(&text(&result)).unwrap();
+    // A one-expression template keeps its type; the others are text; nothing is spliced.
+    assert_eq!(rows, json!([{"kind": "integer", "next": 4, "label": "n=3", "quoted": hostile}]));
+    assert_eq!(read(&mut server, "shop://orders"), "[]", "the table is still there");
 }
