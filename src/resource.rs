@@ -62,7 +62,7 @@ pub enum ReadError {
     #[error("its statement failed: {0}")]
     Query(String),
     /// It reads a database, which this caller cannot wait for ([`read`]).
-    #[error("it reads a database when it is read, so it cannot be embedded; link it with `resourceLink` instead")]
+    #[error("it reads a database when it is read, so it cannot be embedded; link it with `resource_link` instead")]
     Live,
 }
 

@@ -331,6 +331,10 @@ impl effect::Host for EffectHost<'_, '_> {
         self.builder.assembled.locate(self.origin, pointer)
     }
 
+    fn locate_key(&self, pointer: &str) -> Location {
+        self.builder.assembled.locate_key(self.origin, pointer)
+    }
+
     fn locate_in(&self, pointer: &str, text: &str, range: Range<usize>) -> Location {
         let at = self.builder.assembled.locate(self.origin, pointer);
         // Read again only for an error, so no cache is needed.

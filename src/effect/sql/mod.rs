@@ -123,7 +123,7 @@ impl Kind for Sql {
         let (entry, params) = prepare(&sql.database, &sql.statement, "/run/sql", &bind, sections, check)?;
         for (name, _) in sql.params.iter().flatten() {
             if !params.contains(name) && !check.arguments.contains(name) {
-                let location = check.host.locate(&format!("/run/sql/params/{name}"));
+                let location = check.host.locate_key(&format!("/run/sql/params/{name}"));
                 let message = format!("`params` computes `{name}`, but the statement never uses `:{name}`");
                 check.host.report(Diagnostic::warning("sql-parameter", location, message)).hint =
                     Some(format!("use `:{name}` in the statement, or remove it from `params`"));
@@ -200,13 +200,9 @@ fn check_params(sql: &SqlSpec, check: &mut Check<'_>) -> Option<Vec<(String, Tem
     for (name, source) in sql.params.iter().flatten() {
         let pointer = format!("/run/sql/params/{name}");
         if check.arguments.contains(name) {
-            check
-                .error(
-                    "sql-parameter",
-                    &pointer,
-                    format!("`params` computes `{name}`, which is also an argument of this tool"),
-                )
-                .hint = Some(format!(
+            let location = check.host.locate_key(&pointer);
+            let message = format!("`params` computes `{name}`, which is also an argument of this tool");
+            check.host.report(Diagnostic::error("sql-parameter", location, message)).hint = Some(format!(
                 "`:{name}` would be ambiguous; give the computed value another name (e.g. `{name}_value`) and use that in the statement"
             ));
             ok = false;
