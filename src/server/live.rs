@@ -20,6 +20,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use futures::StreamExt as _;
+
 use super::Shared;
 use super::hub::Changes;
 use crate::catalog::Fingerprint;
@@ -27,6 +29,9 @@ use crate::catalog::Fingerprint;
 /// How long a pass waits after the write that asked for it, so that the
 /// other writes of a burst share it.
 pub const DEBOUNCE: Duration = Duration::from_millis(50);
+
+/// How many resources one pass reads at once.
+const READS_AT_ONCE: usize = 4;
 
 /// The passes running now: database name → whether another was asked for
 /// since this one began.
@@ -107,9 +112,18 @@ pub async fn refresh(shared: &Shared, database: Option<&str>) {
             return;
         }
     };
+    // A few at once: one's render overlaps the next one's statement (a
+    // database runs one statement at a time anyway).
+    let reads = futures::stream::iter(live).map(|uri| {
+        let snapshot = &snapshot;
+        async move {
+            let read = fingerprint(&snapshot.read_resource_live_json(&uri).await);
+            (uri, read)
+        }
+    });
+    let reads: Vec<(String, Fingerprint)> = reads.buffered(READS_AT_ONCE).collect().await;
     let mut updated = BTreeSet::new();
-    for uri in live {
-        let read = fingerprint(&snapshot.read_resource_live_json(&uri).await);
+    for (uri, read) in reads {
         if shared.hub.record(&uri, read) {
             updated.insert(uri);
         }
