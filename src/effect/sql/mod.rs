@@ -3,7 +3,10 @@
 //! load-time checks (`databases.rs`: URLs, timeouts, `setup` on a scratch
 //! copy; here: each tool's statement, prepared on that copy) and its run
 //! (the statement in a transaction that commits only once the result
-//! rendered). `engine.rs` is SQLite itself.
+//! rendered; `params:` rendered first and bound beside the arguments).
+//! `read.rs` is `sql:` on resources: the same statement check (see
+//! [`prepare`]), read-only, run through the same `transact`. `engine.rs` is
+//! SQLite itself.
 
 mod databases;
 pub mod engine;
