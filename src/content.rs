@@ -70,7 +70,7 @@ pub fn render_block(catalog: &Catalog, block: &Block, context: &minijinja::Value
                 reason: match err {
                     ReadError::NotFound => "no such resource".to_owned(),
                     ReadError::Rejected(message) => format!("no such resource: {message}"),
-                    ReadError::Render(err) => err.to_string(),
+                    err => err.to_string(),
                 },
             })?;
             Output::Resource(body)

@@ -377,7 +377,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Read { catalog, uri } => {
             let Some(snapshot) = load_or_report(&catalog) else { return Ok(ExitCode::from(1)) };
-            Ok(print_answer(snapshot.read_resource_json(&uri)))
+            Ok(print_answer(runtime()?.block_on(snapshot.read_resource_live_json(&uri))))
         }
         Command::Schema => {
             print_json(&catalog::structure::catalog_schema());

@@ -3,11 +3,26 @@
 //! template's body that calls `fail()` rejects the URI: not found, with
 //! its message. What a read produces, [`ResourceBody`], is defined here; content
 //! blocks embed it (`content` depends on `resource`, never the reverse).
+//!
+//! A resource with `sql:` runs its statement when it is read
+//! ([`read_live`]): matching and rendering run on the blocking pool, the
+//! statement through the database's `transact` (holding no runtime thread,
+//! bounded by the database's timeout), and its body template sees `rows`
+//! and `truncated` (without a template, the body is the rows as JSON).
+//! [`read`], for callers that cannot wait (a resource embedded in a result
+//! that renders on the blocking pool, the reload diff), reads every other
+//! resource and refuses those.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use base64::Engine as _;
 use minijinja::Value;
+use serde_json::Map;
 
 use crate::catalog::{Body, Catalog};
+use crate::effect::sql::Query;
+use crate::effect::sql::engine::Rows;
 use crate::render::{self, RenderError};
 
 /// The contents of one resource.
@@ -43,31 +58,137 @@ pub enum ReadError {
     /// Its body template failed.
     #[error(transparent)]
     Render(#[from] RenderError),
+    /// Its `sql` statement failed (or ran past the database's timeout).
+    #[error("its statement failed: {0}")]
+    Query(String),
+    /// It reads a database, which this caller cannot wait for ([`read`]).
+    #[error("it reads a database when it is read, so it cannot be embedded; link it with `resource_link` instead")]
+    Live,
 }
 
-/// Reads the resource at `uri`.
-pub fn read(catalog: &Catalog, uri: &str) -> Result<ResourceBody, ReadError> {
-    if let Some(resource) = catalog.resource(uri) {
-        let contents = match &resource.body {
-            Body::Template(template) => {
-                let context = minijinja::context! { data => catalog.data.clone(), uri => uri };
-                Contents::Text(render::render(&catalog.env, template, context)?)
-            }
-            Body::Bytes { bytes, text: true } => Contents::Text(String::from_utf8_lossy(bytes).into_owned()),
-            Body::Bytes { bytes, text: false } => {
-                Contents::Blob(base64::engine::general_purpose::STANDARD.encode(bytes))
-            }
-        };
-        return Ok(ResourceBody { uri: uri.to_owned(), mime_type: resource.mime_type.clone(), contents });
+/// What a URI names in a catalog.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Found {
+    /// The fixed resource at this index of `catalog.resources`.
+    Resource(usize),
+    /// The resource template at this index of `catalog.resource_templates`,
+    /// with the URI's variables.
+    Template(usize, Vec<(String, String)>),
+}
+
+impl Found {
+    /// The statement the resource reads with, if any.
+    pub fn query<'c>(&self, catalog: &'c Catalog) -> Option<&'c Query> {
+        match self {
+            Found::Resource(idx) => catalog.resources.get(*idx)?.sql.as_ref(),
+            Found::Template(idx, _) => catalog.resource_templates.get(*idx)?.sql.as_ref(),
+        }
     }
-    let (template, variables) = catalog.match_template(uri).ok_or(ReadError::NotFound)?;
-    let mut context: std::collections::BTreeMap<String, Value> =
-        variables.into_iter().map(|(name, value)| (name, Value::from(value))).collect();
+}
+
+/// What `uri` names in `catalog` (matching a template is linear in the URI).
+pub fn find(catalog: &Catalog, uri: &str) -> Result<Found, ReadError> {
+    if let Some(idx) = catalog.resource_position(uri) {
+        return Ok(Found::Resource(idx));
+    }
+    catalog
+        .resource_templates
+        .iter()
+        .enumerate()
+        .find_map(|(idx, template)| {
+            template.template.match_uri(uri).ok().flatten().map(|vars| Found::Template(idx, vars))
+        })
+        .ok_or(ReadError::NotFound)
+}
+
+/// The database the resource at `uri` reads, if it reads one.
+pub fn database_of<'c>(catalog: &'c Catalog, uri: &str) -> Option<&'c str> {
+    find(catalog, uri).ok()?.query(catalog).map(Query::database)
+}
+
+/// Reads the resource at `uri`, blocking; one that reads a database is
+/// [`ReadError::Live`] (see [`read_live`]).
+pub fn read(catalog: &Catalog, uri: &str) -> Result<ResourceBody, ReadError> {
+    let found = find(catalog, uri)?;
+    if found.query(catalog).is_some() {
+        return Err(ReadError::Live);
+    }
+    render_body(catalog, uri, &found, None)
+}
+
+/// Reads the resource at `uri`, running its statement if it has one: the
+/// matching and the render on the blocking pool, the statement through its
+/// database (see the module's documentation).
+pub async fn read_live(catalog: &Arc<Catalog>, uri: &str) -> Result<ResourceBody, ReadError> {
+    let (owned, owned_uri) = (Arc::clone(catalog), uri.to_owned());
+    let found = render::off_thread(move || find(&owned, &owned_uri)).await??;
+    let rows = match found.query(catalog) {
+        Some(query) => {
+            let variables = match &found {
+                Found::Template(_, variables) => variables
+                    .iter()
+                    .filter(|(name, _)| query.params().contains(name))
+                    .map(|(name, value)| (name.clone(), serde_json::Value::String(value.clone())))
+                    .collect(),
+                Found::Resource(_) => Map::new(),
+            };
+            Some(query.rows(variables).await.map_err(ReadError::Query)?)
+        }
+        None => None,
+    };
+    let (owned, owned_uri) = (Arc::clone(catalog), uri.to_owned());
+    render::off_thread(move || render_body(&owned, &owned_uri, &found, rows)).await?
+}
+
+/// Renders the body of what `uri` names (blocking), with its statement's
+/// `rows` if it has one.
+fn render_body(catalog: &Catalog, uri: &str, found: &Found, rows: Option<Rows>) -> Result<ResourceBody, ReadError> {
+    // The URI's variables first: `data` and `uri` are what they always are.
+    let mut context: BTreeMap<String, Value> = match found {
+        Found::Template(_, variables) => {
+            variables.iter().map(|(name, value)| (name.clone(), Value::from(value.as_str()))).collect()
+        }
+        Found::Resource(_) => BTreeMap::new(),
+    };
     context.insert("data".to_owned(), catalog.data.clone());
     context.insert("uri".to_owned(), Value::from(uri));
-    let text = render::render(&catalog.env, &template.body, Value::from(context)).map_err(|err| match err {
-        RenderError::Failed(message) => ReadError::Rejected(message),
-        err => ReadError::Render(err),
-    })?;
-    Ok(ResourceBody { uri: uri.to_owned(), mime_type: template.mime_type.clone(), contents: Contents::Text(text) })
+    let mut json_rows = None;
+    if let Some(rows) = rows {
+        let list = serde_json::Value::Array(rows.rows.into_iter().map(serde_json::Value::Object).collect());
+        context.insert("rows".to_owned(), render::to_value(&list));
+        context.insert("truncated".to_owned(), Value::from(rows.truncated));
+        json_rows = Some(list);
+    }
+    let rows_text = |rows: Option<serde_json::Value>| rows.unwrap_or_default().to_string();
+    match found {
+        Found::Resource(idx) => {
+            let resource = catalog.resources.get(*idx).ok_or(ReadError::NotFound)?;
+            let contents = match &resource.body {
+                Body::Template(template) => {
+                    Contents::Text(render::render(&catalog.env, template, Value::from(context))?)
+                }
+                Body::Rows => Contents::Text(rows_text(json_rows)),
+                Body::Bytes { bytes, text: true } => Contents::Text(String::from_utf8_lossy(bytes).into_owned()),
+                Body::Bytes { bytes, text: false } => {
+                    Contents::Blob(base64::engine::general_purpose::STANDARD.encode(bytes))
+                }
+            };
+            Ok(ResourceBody { uri: uri.to_owned(), mime_type: resource.mime_type.clone(), contents })
+        }
+        Found::Template(idx, _) => {
+            let template = catalog.resource_templates.get(*idx).ok_or(ReadError::NotFound)?;
+            let text = match &template.body {
+                Some(body) => render::render(&catalog.env, body, Value::from(context)).map_err(|err| match err {
+                    RenderError::Failed(message) => ReadError::Rejected(message),
+                    err => ReadError::Render(err),
+                })?,
+                None => rows_text(json_rows),
+            };
+            Ok(ResourceBody {
+                uri: uri.to_owned(),
+                mime_type: template.mime_type.clone(),
+                contents: Contents::Text(text),
+            })
+        }
+    }
 }

@@ -34,7 +34,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("render", &["diag"]),
     ("effect", &["diag", "duration", "render"]),
     ("catalog", &["diag", "duration", "effect", "render", "uri_template"]),
-    ("resource", &["catalog", "render"]),
+    ("resource", &["catalog", "effect", "render"]),
     ("content", &["catalog", "render", "resource"]),
     ("prompt", &["catalog", "content", "render"]),
     ("run", &["catalog", "content", "duration", "effect", "render"]),

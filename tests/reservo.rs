@@ -203,7 +203,7 @@ fn resources_read_and_complete() {
     let mut server = start(&db);
     let list = server.result("resources/list", json!({}));
     let uris: Vec<&str> = list["resources"].as_array().unwrap().iter().map(|r| r["uri"].as_str().unwrap()).collect();
-    assert_eq!(uris, ["reservo://policy", "reservo://rooms"]);
+    assert_eq!(uris, ["reservo://policy", "reservo://rooms", "reservo://bookings"]);
     let templates = server.result("resources/templates/list", json!({}));
     assert_eq!(templates["resourceTemplates"][0]["uriTemplate"], "reservo://rooms/{room}");
 
@@ -234,4 +234,26 @@ fn resources_read_and_complete() {
         json!({"ref": {"type": "ref/resource", "uri": "reservo://rooms/{room}"}, "argument": {"name": "room", "value": ""}}),
     );
     assert_eq!(completion["completion"]["values"], json!(["Focus", "Studio", "Boardroom"]));
+}
+
+#[test]
+fn subscribers_of_the_bookings_hear_of_each_booking_and_cancellation() {
+    let db = TempDir::new("live-bookings");
+    let mut server = start(&db);
+    let read = |server: &mut Server| -> Value {
+        let read = server.result("resources/read", json!({"uri": "reservo://bookings"}));
+        assert_eq!(read["contents"][0]["mimeType"], "application/json");
+        serde_json::from_str(read["contents"][0]["text"].as_str().unwrap()).unwrap()
+    };
+    assert_eq!(read(&mut server), json!([]));
+    server.result("resources/subscribe", json!({"uri": "reservo://bookings"}));
+    let booking = json!({"room": "Focus", "tier": "basic", "hours": 2, "member": "Ada"});
+    server.result("tools/call", json!({"name": "book_room", "arguments": booking}));
+    let updated = server.wait_notification("notifications/resources/updated");
+    assert_eq!(updated["params"]["uri"], "reservo://bookings");
+    assert_eq!(read(&mut server), json!([{"id": 1, "room": "Focus", "tier": "basic", "hours": 2, "member": "Ada"}]));
+    server.result("tools/call", json!({"name": "cancel_booking", "arguments": {"id": 1}}));
+    let updated = server.wait_notification("notifications/resources/updated");
+    assert_eq!(updated["params"]["uri"], "reservo://bookings");
+    assert_eq!(read(&mut server), json!([]));
 }

@@ -35,7 +35,7 @@ use serde_json::{Map, Value};
 
 use crate::diag::Diagnostic;
 use crate::effect::Effect;
-use crate::effect::sql::DatabaseEntry;
+use crate::effect::sql::{DatabaseEntry, Query};
 use crate::uri_template::UriTemplate;
 
 pub use model::Role;
@@ -286,10 +286,14 @@ pub struct Resource {
     pub mime_type: Option<String>,
     /// Where its body comes from.
     pub body: Body,
+    /// The statement whose rows its body template sees, if it reads a database.
+    pub sql: Option<Query>,
 }
 
 /// A resource body.
 pub enum Body {
+    /// The rows of its `sql` statement, as JSON.
+    Rows,
     /// Rendered from the named template.
     Template(String),
     /// A file's bytes, read at load.
@@ -309,8 +313,11 @@ pub struct ResourceTemplate {
     pub wire: Map<String, Value>,
     /// Its MIME type.
     pub mime_type: Option<String>,
-    /// The template rendering its body.
-    pub body: String,
+    /// The template rendering its body; `None`: the rows of its `sql`
+    /// statement, as JSON.
+    pub body: Option<String>,
+    /// The statement whose rows its body template sees, if it reads a database.
+    pub sql: Option<Query>,
     /// Completion values per variable.
     pub complete: IndexMap<String, Vec<String>>,
 }
@@ -337,6 +344,11 @@ impl Catalog {
     /// The resource with exactly this URI.
     pub fn resource(&self, uri: &str) -> Option<&Resource> {
         self.resource_index.get(uri).map(|&idx| &self.resources[idx])
+    }
+
+    /// Where the resource with exactly this URI is in `resources`.
+    pub fn resource_position(&self, uri: &str) -> Option<usize> {
+        self.resource_index.get(uri).copied()
     }
 
     /// The first resource template that `uri` expands, with its variables.

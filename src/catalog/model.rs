@@ -474,6 +474,11 @@ pub struct ResourceSpec {
     /// A file served raw (relative to this catalog file); binary types as base64 blobs.
     #[serde(default)]
     pub file: Option<String>,
+    /// Reads its body from a database: a read-only statement whose rows `text` or `template` see
+    /// as `rows` (without either, the body is the rows as JSON). Clients subscribed to it get
+    /// `notifications/resources/updated` when a tool's write changes what it reads.
+    #[serde(default)]
+    pub sql: Option<crate::effect::sql::ReadSpec>,
 }
 
 /// A resource template (RFC 6570 URI template).
@@ -501,6 +506,12 @@ pub struct ResourceTemplateSpec {
     /// A template file rendering its body.
     #[serde(default)]
     pub template: Option<String>,
+    /// Reads its body from a database: a read-only statement whose `:name` parameters are the URI
+    /// template's variables; `text` or `template` see its rows as `rows` (without either, the body
+    /// is the rows as JSON). Subscribers get `notifications/resources/updated` when a tool's write
+    /// changes what it reads.
+    #[serde(default)]
+    pub sql: Option<crate::effect::sql::ReadSpec>,
     /// Values offered by `completion/complete`, per URI variable.
     #[serde(default)]
     pub complete: Option<IndexMap<String, Vec<String>>>,

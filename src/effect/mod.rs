@@ -77,6 +77,11 @@ pub trait Host {
     /// Where a key of the tool is written, by its JSON pointer in the tool
     /// (`/run/sql/statement`).
     fn locate(&self, pointer: &str) -> Location;
+    /// Where the key at `pointer` itself is written (a name in a map, such
+    /// as `/run/sql/params/who`); its value's place if that cannot be told.
+    fn locate_key(&self, pointer: &str) -> Location {
+        self.locate(pointer)
+    }
     /// Where bytes `range` of the text value at `pointer` are written (the
     /// value's own place when that cannot be told, e.g. after `${VAR}`).
     fn locate_in(&self, pointer: &str, text: &str, range: Range<usize>) -> Location;

@@ -137,7 +137,13 @@ pub async fn run(
         if let Some(watch) = &mut watch {
             watch.follow(&watched);
         }
+        let swapped = matches!(outcome, Outcome::Valid { .. });
         apply(&shared, outcome);
+        if swapped {
+            // Subscribed resources that read a database: read with the new catalog, announced if changed.
+            let shared = Arc::clone(&shared);
+            tokio::spawn(async move { crate::server::live::refresh(&shared, None).await });
+        }
     }
 }
 

@@ -37,12 +37,15 @@ pub struct ToolOutcome {
     pub structured: Option<Value>,
     /// Whether the call failed.
     pub is_error: bool,
+    /// The `databases` entry the call's committed write changed, if any:
+    /// the resources that read it may have changed (live resources).
+    pub changed: Option<String>,
 }
 
 impl ToolOutcome {
     /// A failed call with one text block saying why.
     pub fn error(message: impl Into<String>) -> ToolOutcome {
-        ToolOutcome { blocks: vec![Output::Text(message.into())], structured: None, is_error: true }
+        ToolOutcome { blocks: vec![Output::Text(message.into())], structured: None, is_error: true, changed: None }
     }
 }
 
@@ -59,7 +62,7 @@ pub async fn call(
 ) -> Result<ToolOutcome, Cancelled> {
     let arguments = match check_arguments(tool, arguments) {
         Ok(arguments) => arguments,
-        Err(outcome) => return Ok(outcome),
+        Err(message) => return Ok(ToolOutcome::error(message)),
     };
     let mut context: BTreeMap<String, TemplateValue> =
         arguments.iter().map(|(k, v)| (k.clone(), crate::render::to_value(v))).collect();
@@ -77,19 +80,19 @@ pub async fn call(
     }
 }
 
-/// The arguments, if they satisfy `inputSchema`; else the error result.
-fn check_arguments(tool: &Tool, arguments: Map<String, Value>) -> Result<Map<String, Value>, ToolOutcome> {
+/// The arguments, if they satisfy `inputSchema`; else what the error result says.
+fn check_arguments(tool: &Tool, arguments: Map<String, Value>) -> Result<Map<String, Value>, String> {
     let arguments = Value::Object(arguments);
-    let input = tool.input_validator().map_err(|err| {
-        ToolOutcome::error(format!("tool `{}` has an inputSchema that cannot be compiled: {err}", tool.name))
-    })?;
+    let input = tool
+        .input_validator()
+        .map_err(|err| format!("tool `{}` has an inputSchema that cannot be compiled: {err}", tool.name))?;
     if !input.is_valid(&arguments) {
         let violations = list_violations(input.iter_errors(&arguments));
-        return Err(ToolOutcome::error(format!("invalid arguments for tool `{}`: {violations}", tool.name)));
+        return Err(format!("invalid arguments for tool `{}`: {violations}", tool.name));
     }
     match arguments {
         Value::Object(arguments) => Ok(arguments),
-        _ => Err(ToolOutcome::error("arguments must be an object")),
+        _ => Err("arguments must be an object".to_owned()),
     }
 }
 
@@ -111,6 +114,7 @@ async fn finish(
     let outcome = effect
         .run(&call, arguments, |output| {
             let (mut context, mut effect_result) = (context, None);
+            let changed = output.changed;
             for (name, value) in output.variables {
                 context.insert(name, crate::render::to_value(&value));
                 effect_result = Some(value);
@@ -122,6 +126,8 @@ async fn finish(
                 }
                 // What the model reading the result must know (e.g. rows were left out).
                 outcome.blocks.extend(output.notice.map(Output::Text));
+                // `Ok` commits the effect's work: from then on, it changed this database.
+                outcome.changed = changed;
                 Ok(outcome)
             }
         })
@@ -213,7 +219,7 @@ fn render_result(catalog: &Catalog, tool: &Tool, context: TemplateValue, effect_
                     Err(err) => return ToolOutcome::error(err.to_string()),
                 }
             }
-            ToolOutcome { blocks: out, structured: None, is_error: false }
+            ToolOutcome { blocks: out, structured: None, is_error: false, changed: None }
         }
     }
 }
@@ -226,7 +232,7 @@ fn render_failure(err: RenderError) -> ToolOutcome {
 /// `structuredContent` (checked against `outputSchema`).
 fn finish_text(tool: &Tool, text: String) -> ToolOutcome {
     if !tool.structured {
-        return ToolOutcome { blocks: vec![Output::Text(text)], structured: None, is_error: false };
+        return ToolOutcome { blocks: vec![Output::Text(text)], structured: None, is_error: false, changed: None };
     }
     let value: Value = match serde_json::from_str(&text) {
         Ok(value) => value,
@@ -255,7 +261,7 @@ fn finish_text(tool: &Tool, text: String) -> ToolOutcome {
             ));
         }
     }
-    ToolOutcome { blocks: vec![Output::Text(text)], structured: Some(value), is_error: false }
+    ToolOutcome { blocks: vec![Output::Text(text)], structured: Some(value), is_error: false, changed: None }
 }
 
 /// Most schema violations one error message lists; the rest are counted.

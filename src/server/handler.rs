@@ -153,7 +153,10 @@ impl ServerHandler for Handler {
         let snapshot = self.shared.snapshot();
         let started = Instant::now();
         let client = RequestClient { handler: self, context: &context };
-        let result = snapshot.call_tool(&request.name, request.arguments, &client).await?;
+        let (result, changed) = snapshot.call_tool(&request.name, request.arguments, &client).await?;
+        if let Some(database) = changed {
+            super::live::changed(&self.shared, &database);
+        }
         if result.is_error == Some(true) {
             let text = result.content.iter().find_map(|c| c.as_text().map(|t| t.text.clone())).unwrap_or_default();
             self.log(&context, LoggingLevel::Notice, "carte.tools", || json!({ "tool": request.name, "error": text }))
@@ -226,7 +229,10 @@ impl ServerHandler for Handler {
                 ErrorData::invalid_params(err.to_string(), Some(json!({ "limit": MAX_SUBSCRIPTIONS })))
             }
             SubscribeError::NotJoined => ErrorData::invalid_request(err.to_string(), None),
-        })
+        })?;
+        // What the subscriber starts from, for a resource that reads a database.
+        super::live::subscribed(&self.shared, [request.uri]).await;
+        Ok(())
     }
 
     async fn unsubscribe(
@@ -278,8 +284,12 @@ impl ServerHandler for Handler {
     /// is not a resource of the catalog, is refused with -32602.
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
         check_listen_filter(&self.shared.snapshot(), context.requested())?;
-        let accepted = context.accepted().resource_subscriptions.iter().flatten().cloned().collect();
-        let _membership = self.shared.hub.listen(context.sink().clone(), accepted);
+        let accepted: std::collections::HashSet<String> =
+            context.accepted().resource_subscriptions.iter().flatten().cloned().collect();
+        let _membership = self.shared.hub.listen(context.sink().clone(), accepted.clone());
+        // What the stream starts from, for the resources it names that read a database.
+        let shared = Arc::clone(&self.shared);
+        tokio::spawn(async move { super::live::subscribed(&shared, accepted).await });
         tokio::select! {
             () = context.cancelled() => {}
             () = self.input_closed.cancelled() => {}

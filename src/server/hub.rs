@@ -25,6 +25,7 @@ use rmcp::service::{Peer, RoleServer, SubscriptionSink};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
+use crate::catalog::Fingerprint;
 use crate::catalog::model::LogLevel;
 
 /// Longest one notification may take to hand to a client's transport.
@@ -110,6 +111,10 @@ struct State {
     members: HashMap<u64, Member>,
     /// Each subscribed URI → the members subscribed to it.
     subscribers: HashMap<String, HashSet<u64>>,
+    /// The last contents read of subscribed URIs that read a database (live
+    /// resources), to tell whether a write changed them; an entry goes with
+    /// the URI's last subscriber.
+    contents: HashMap<String, Fingerprint>,
 }
 
 struct Member {
@@ -201,6 +206,7 @@ impl State {
                 ids.remove(&id);
                 if ids.is_empty() {
                     self.subscribers.remove(uri);
+                    self.contents.remove(uri);
                 }
             }
         }
@@ -282,6 +288,27 @@ impl Hub {
     /// Every resource URI some client subscribed to.
     pub fn subscribed_uris(&self) -> BTreeSet<String> {
         lock(&self.state).subscribers.keys().cloned().collect()
+    }
+
+    /// Records `read` as the contents of the subscribed `uri` and says
+    /// whether they changed since the last record (a URI never recorded
+    /// has changed: its subscribers may not know the contents). A URI nobody
+    /// subscribes to is not recorded.
+    pub fn record(&self, uri: &str, read: Fingerprint) -> bool {
+        let mut state = lock(&self.state);
+        if !state.subscribers.contains_key(uri) {
+            return false;
+        }
+        state.contents.insert(uri.to_owned(), read) != Some(read)
+    }
+
+    /// Records `read` as what the subscribers of `uri` know of it, unless
+    /// a later read was recorded already (a subscription's first read).
+    pub fn record_first(&self, uri: &str, read: Fingerprint) {
+        let mut state = lock(&self.state);
+        if state.subscribers.contains_key(uri) {
+            state.contents.entry(uri.to_owned()).or_insert(read);
+        }
     }
 
     /// Queues the notifications for `changes` to every client that should
@@ -507,5 +534,28 @@ mod tests {
         second.set_level(LoggingLevel::Error);
         hub.announce(&changes, Some(&Report { level: LogLevel::Info, logger: "l", data: &data }));
         assert_eq!(drain(&mut second_notes), [Note::ToolsChanged, Note::Updated("x://second".to_owned())]);
+    }
+
+    #[test]
+    fn contents_are_recorded_for_subscribed_uris_only_and_go_with_the_last_subscriber() {
+        let hub = Hub::default();
+        let (first, _a) = joined(&hub);
+        let (second, _b) = joined(&hub);
+        let (one, two) = (Fingerprint::of(b"one"), Fingerprint::of(b"two"));
+        assert!(!hub.record("x://live", one), "nobody subscribed: not recorded");
+        hub.subscribe(&first, "x://live").unwrap();
+        hub.subscribe(&second, "x://live").unwrap();
+        assert!(hub.record("x://live", one), "never recorded: changed");
+        assert!(!hub.record("x://live", one));
+        hub.record_first("x://live", two);
+        assert!(!hub.record("x://live", one), "a first read does not replace a later one");
+        assert!(hub.record("x://live", two));
+        hub.unsubscribe(&first, "x://live");
+        assert!(!hub.record("x://live", two), "kept while someone subscribes");
+        hub.leave(second.id);
+        assert!(lock(&hub.state).contents.is_empty());
+        hub.subscribe(&first, "x://live").unwrap();
+        hub.record_first("x://live", one);
+        assert!(!hub.record("x://live", one), "the first read is what a write is compared with");
     }
 }

@@ -3,6 +3,7 @@
 //! - [`snapshot`]: a catalog in MCP's terms, and the operations answering requests;
 //! - [`handler`]: the rmcp `ServerHandler` of one session;
 //! - [`hub`]: the connected sessions, for notifications;
+//! - [`live`]: reading subscribed resources again after a tool's write;
 //! - [`stdio`]: the line transport on stdin/stdout;
 //! - [`http`]: Streamable HTTP for many clients, with health endpoints;
 //! - [`in_flight`]: counting calls and replies in flight, for shutdown;
@@ -16,6 +17,7 @@ pub mod http;
 pub mod hub;
 pub mod in_flight;
 pub mod jsonrpc;
+pub mod live;
 pub mod logs;
 pub mod snapshot;
 pub mod stdio;
@@ -36,6 +38,8 @@ pub struct Shared {
     reloads: Mutex<ReloadStatus>,
     /// Tool calls running now (shutdown lets them finish).
     pub calls: Arc<in_flight::InFlight>,
+    /// Live resources being read again after a write.
+    pub live: live::Live,
 }
 
 /// How the last reload went, for `/readyz`.
@@ -55,6 +59,7 @@ impl Shared {
             hub: hub::Hub::default(),
             reloads: Mutex::default(),
             calls: Arc::default(),
+            live: live::Live::default(),
         })
     }
 

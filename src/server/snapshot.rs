@@ -224,23 +224,27 @@ impl Snapshot {
         arguments: Option<Map<String, Value>>,
         client: &dyn run::steps::Client,
     ) -> Answer {
-        answer(self.call_tool(name, arguments, client).await)
+        answer(self.call_tool(name, arguments, client).await.map(|(result, _)| result))
     }
 
     /// `tools/call`: an unknown tool is -32602; everything else is a result.
     /// A cancelled call is an error response (which the stdio transport
-    /// drops: a cancelled request gets no answer).
+    /// drops: a cancelled request gets no answer). With the result comes the
+    /// database the call's committed write changed, if any.
     pub(in crate::server) async fn call_tool(
         &self,
         name: &str,
         arguments: Option<Map<String, Value>>,
         client: &dyn run::steps::Client,
-    ) -> Result<CallToolResult, ErrorData> {
+    ) -> Result<(CallToolResult, Option<String>), ErrorData> {
         let Some(tool) = self.catalog.tool(name) else {
             return Err(ErrorData::invalid_params(format!("unknown tool `{name}`"), Some(json!({ "name": name }))));
         };
         match run::call(&self.catalog, tool, arguments.unwrap_or_default(), client).await {
-            Ok(outcome) => Ok(tool_result(outcome)),
+            Ok(mut outcome) => {
+                let changed = outcome.changed.take();
+                Ok((tool_result(outcome), changed))
+            }
             Err(run::Cancelled) => Err(ErrorData::new(ErrorCode(REQUEST_CANCELLED), "request cancelled", None)),
         }
     }
@@ -294,18 +298,23 @@ impl Snapshot {
         Ok(result)
     }
 
-    /// `resources/read` for a request: [`Snapshot::read_resource_json`]'s reading on the
-    /// blocking pool (matching and rendering never hold a runtime thread).
+    /// `resources/read` for a request: matching and rendering on the blocking
+    /// pool, a resource's `sql` statement through its database (see
+    /// [`crate::resource::read_live`]); nothing holds a runtime thread.
     pub(in crate::server) async fn read_resource_off_thread(
         &self,
         uri: &str,
     ) -> Result<Vec<ResourceContents>, ErrorData> {
         check_uri_length(uri)?;
-        let catalog = Arc::clone(&self.catalog);
-        let owned_uri = uri.to_owned();
-        crate::render::off_thread(move || read(&catalog, &owned_uri))
-            .await
-            .unwrap_or_else(|err| Err(read_error(uri, ReadError::Render(err))))
+        let body = crate::resource::read_live(&self.catalog, uri).await;
+        body.map(|body| vec![resource_contents(body)]).map_err(|err| read_error(uri, err))
+    }
+
+    /// `resources/read` as JSON, running the statement of a resource that
+    /// reads a database (as `carte read` and live resources read).
+    pub async fn read_resource_live_json(&self, uri: &str) -> Answer {
+        let contents = self.read_resource_off_thread(uri).await;
+        answer(contents.map(|contents| json!({ "contents": contents })))
     }
 
     /// `resources/read` as JSON (`{"contents": [...]}`), blocking: an unknown
@@ -375,6 +384,10 @@ fn read_error(uri: &str, err: ReadError) -> ErrorData {
             Some(json!({ "uri": uri, "reason": message })),
         ),
         ReadError::Render(err) => ErrorData::internal_error(format!("resource `{uri}` failed to render: {err}"), None),
+        ReadError::Query(err) => ErrorData::internal_error(format!("resource `{uri}` could not be read: {err}"), None),
+        ReadError::Live => {
+            ErrorData::internal_error(format!("resource `{uri}` could not be read here: {}", ReadError::Live), None)
+        }
     }
 }
 

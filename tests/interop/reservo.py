@@ -300,7 +300,7 @@ async def exercise(mode: str, session: ClientSession, logs: Logs, checks: Checks
         checks.equal(
             f"{p} resources/list uris",
             [str(r.uri) for r in resources.resources],
-            ["reservo://policy", "reservo://rooms"],
+            ["reservo://policy", "reservo://rooms", "reservo://bookings"],
         )
     with checks.step(f"{p} resources/templates/list"):
         templates = await bounded(session.list_resource_templates())

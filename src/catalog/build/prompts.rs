@@ -80,31 +80,59 @@ impl Builder<'_> {
     /// URI must name one the catalog serves.
     pub(super) fn check_prompt_resources(&mut self, resources: &[Resource], templates: &[ResourceTemplate]) {
         let assembled = self.assembled;
-        let mut references: Vec<(&str, Location)> = Vec::new();
+        // Each embedded URI, where it is written, and whether a tool (not a prompt) embeds it.
+        let mut references: Vec<(&str, Location, bool)> = Vec::new();
         for decl in &assembled.prompts {
             for (idx, message) in decl.spec.messages.iter().enumerate() {
                 if let Some(uri) = &message.resource {
-                    references.push((uri, assembled.locate(&decl.origin, &format!("/messages/{idx}/resource"))));
+                    references.push((uri, assembled.locate(&decl.origin, &format!("/messages/{idx}/resource")), false));
                 }
             }
         }
         for decl in &assembled.tools {
             for (idx, block) in decl.spec.run.content.iter().flatten().enumerate() {
                 if let Some(uri) = &block.resource {
-                    references.push((uri, assembled.locate(&decl.origin, &format!("/run/content/{idx}/resource"))));
+                    references.push((
+                        uri,
+                        assembled.locate(&decl.origin, &format!("/run/content/{idx}/resource")),
+                        true,
+                    ));
                 }
             }
         }
         if assembled.dropped.resources {
             return; // one is left out for a mistake (reported): it may be the one named
         }
-        for (uri, location) in references {
+        for (uri, location, in_tool) in references {
             if uri.contains("{{") || uri.contains("{%") {
                 continue; // rendered per call; checked when it runs
             }
-            let known = resources.iter().any(|r| r.uri == uri)
-                || templates.iter().any(|t| matches!(t.template.match_uri(uri), Ok(Some(_))));
-            if !known {
+            // Whether the resource it names reads a database; `None`: there is none.
+            let reads = resources.iter().find(|r| r.uri == uri).map(|r| r.sql.is_some()).or_else(|| {
+                templates.iter().find(|t| matches!(t.template.match_uri(uri), Ok(Some(_)))).map(|t| t.sql.is_some())
+            });
+            if reads == Some(true) {
+                self.error(
+                    "resource-embed",
+                    location.clone(),
+                    format!("resource `{uri}` reads a database (`sql`), so it cannot be embedded"),
+                )
+                .hint = Some(if in_tool {
+                    "its rows are read when a client reads it: link it instead (`- resource_link: { uri: …, name: … }`), or read the rows with the tool's own `sql:`"
+                } else {
+                    "its rows are read when a client reads it: name its URI in the message's text, and the client reads it with `resources/read`"
+                }
+                .to_owned());
+            }
+            // One declared but left out for its own errors (reported) is not "not declared".
+            let declared = || {
+                assembled.resources.iter().any(|d| d.spec.uri == uri)
+                    || assembled.resource_templates.iter().any(|d| {
+                        crate::uri_template::UriTemplate::parse(&d.spec.uri_template)
+                            .is_ok_and(|t| matches!(t.match_uri(uri), Ok(Some(_))))
+                    })
+            };
+            if reads.is_none() && !declared() {
                 let candidates: Vec<&str> = resources.iter().map(|r| r.uri.as_str()).collect();
                 let hint = suggest(uri, candidates.iter().copied()).unwrap_or_else(|| {
                     "declare it under `resources:` (or a matching `resourceTemplates:` entry)".to_owned()

@@ -4,12 +4,14 @@ use std::path::Path;
 
 use serde_json::{Map, Value, json};
 
-use crate::catalog::assemble::Declared;
+use crate::catalog::assemble::{Declared, Origin};
 use crate::catalog::model::{ResourceSpec, ResourceTemplateSpec};
 use crate::catalog::{Body, Resource, ResourceTemplate};
 use crate::diag::suggest;
+use crate::effect::{self, sql::Query, sql::ReadSpec};
 use crate::uri_template::UriTemplate;
 
+use super::tools::EffectHost;
 use super::{Builder, Scope, present, read_limited, wire_head};
 
 impl Builder<'_> {
@@ -42,7 +44,19 @@ impl Builder<'_> {
             ("template", spec.template.is_some()),
             ("file", spec.file.is_some()),
         ]);
-        if sources.len() != 1 {
+        let sql = spec.sql.as_ref().map(|sql| self.resource_sql(sql, &[], origin, &format!("resource {}:", spec.uri)));
+        if spec.sql.is_some() && spec.file.is_some() {
+            let location = self.assembled.locate_key(origin, "/file");
+            let message = format!("resource `{}` has both `sql` and `file`", spec.uri);
+            self.error("resource-body", location, message).hint = Some(
+                "a `file` is served as it is; to show the rows of `sql`, write `text:` or `template:` (or neither, for the rows as JSON)"
+                    .to_owned(),
+            );
+            return None;
+        }
+        if spec.sql.is_some() && sources.len() <= 1 {
+            // `text` or `template` renders the rows; neither: the rows as JSON.
+        } else if sources.len() != 1 {
             let location = self.assembled.locate_key(origin, "");
             let message = if sources.is_empty() {
                 format!("resource `{}` has no body", spec.uri)
@@ -54,10 +68,15 @@ impl Builder<'_> {
             return None;
         }
         // A body written for the template it should be sees its variables (no follow-on errors).
-        let mut scope = Scope::new(["data".to_owned(), "uri".to_owned()].into_iter().chain(variables));
+        let mut scope = Scope::new(
+            ["data".to_owned(), "uri".to_owned()].into_iter().chain(variables).chain(rows_names(spec.sql.is_some())),
+        );
         let owner = format!("resource {}:", spec.uri);
         let mut mime_type = spec.mime_type.clone();
-        let body = if let Some(text) = &spec.text {
+        let body = if spec.sql.is_some() && spec.text.is_none() && spec.template.is_none() {
+            mime_type.get_or_insert_with(|| "application/json".to_owned());
+            Body::Rows
+        } else if let Some(text) = &spec.text {
             Body::Template(self.inline(format!("{owner}/text"), text, origin, "/text", &mut scope)?)
         } else if let Some(template) = &spec.template {
             Body::Template(self.file_template(template, origin, "/template", &mut scope)?)
@@ -103,7 +122,11 @@ impl Builder<'_> {
         if let Body::Bytes { bytes, .. } = &body {
             wire.insert("size".to_owned(), json!(bytes.len()));
         }
-        Some(Resource { uri: spec.uri.clone(), wire, mime_type, body })
+        let sql = match sql {
+            Some(checked) => Some(checked?),
+            None => None,
+        };
+        Some(Resource { uri: spec.uri.clone(), wire, mime_type, body, sql })
     }
 
     pub(super) fn resource_template(&mut self, decl: &Declared<ResourceTemplateSpec>) -> Option<ResourceTemplate> {
@@ -129,30 +152,51 @@ impl Builder<'_> {
         let variables: Vec<String> = template.variables().into_iter().map(str::to_owned).collect();
         let mut names = variables.clone();
         names.extend(["data".to_owned(), "uri".to_owned()]);
+        names.extend(rows_names(spec.sql.is_some()));
         let mut scope = Scope::new(names);
         let owner = format!("resource template {}:", spec.uri_template);
+        let sql = spec.sql.as_ref().map(|sql| self.resource_sql(sql, &variables, origin, &owner));
+        if let Some(Some(query)) = &sql {
+            scope.used.extend(query.params().iter().cloned());
+        }
+        let mut mime_type = spec.mime_type.clone();
         let body = match (&spec.text, &spec.template) {
-            (Some(text), None) => self.inline(format!("{owner}/text"), text, origin, "/text", &mut scope),
-            (None, Some(file)) => self.file_template(file, origin, "/template", &mut scope),
+            (Some(text), None) => self.inline(format!("{owner}/text"), text, origin, "/text", &mut scope).map(Some),
+            (None, Some(file)) => self.file_template(file, origin, "/template", &mut scope).map(Some),
+            (None, None) if spec.sql.is_some() => {
+                mime_type.get_or_insert_with(|| "application/json".to_owned());
+                Some(None)
+            }
             _ => {
                 let location = self.assembled.locate_key(origin, "");
                 self.error(
                     "resource-body",
                     location,
                     format!("resource template `{}` needs exactly one of `text` or `template`", spec.uri_template),
-                );
+                )
+                .hint = Some(if spec.sql.is_some() {
+                    "give one of them to render the rows of `sql`, or neither for the rows as JSON".to_owned()
+                } else {
+                    "`text:` is an inline template; `template:` names a file in the templates folder".to_owned()
+                });
                 None
             }
         };
         for variable in &variables {
-            if body.is_some() && !scope.used.contains(variable) {
+            if matches!(sql, None | Some(Some(_))) && body.is_some() && !scope.used.contains(variable) {
                 let location = self.assembled.locate(origin, "/uriTemplate");
                 self.warn(
                     "unused-variable",
                     location,
                     format!("URI variable `{variable}` is never used by the body template"),
                 )
-                .hint = Some(format!("use `{{{{ {variable} }}}}` in the body, or drop it from the URI"));
+                .hint = Some(if spec.sql.is_some() {
+                    format!(
+                        "use `:{variable}` in the statement or `{{{{ {variable} }}}}` in the body, or drop it from the URI"
+                    )
+                } else {
+                    format!("use `{{{{ {variable} }}}}` in the body, or drop it from the URI")
+                });
             }
         }
         let complete = spec.complete.clone().unwrap_or_default();
@@ -170,9 +214,38 @@ impl Builder<'_> {
             }
         }
         let head = ("uriTemplate", spec.uri_template.as_str(), spec.name.as_str());
-        let wire = resource_wire(head, spec.title.as_ref(), spec.description.as_ref(), spec.mime_type.as_ref());
-        Some(ResourceTemplate { template, wire, mime_type: spec.mime_type.clone(), body: body?, complete })
+        let wire = resource_wire(head, spec.title.as_ref(), spec.description.as_ref(), mime_type.as_ref());
+        let sql = match sql {
+            Some(checked) => Some(checked?),
+            None => None,
+        };
+        Some(ResourceTemplate { template, wire, mime_type, body: body?, sql, complete })
     }
+
+    /// Checks the `sql:` of a resource whose URI has `variables` (see
+    /// [`Query::check`]); `None` once it reported why it cannot run.
+    fn resource_sql(&mut self, spec: &ReadSpec, variables: &[String], origin: &Origin, owner: &str) -> Option<Query> {
+        let assembled = self.assembled;
+        let left_out = |block: &str, name: &str| {
+            block == "databases" && (assembled.databases.contains_key(name) || assembled.dropped.database(name))
+        };
+        // Out of the builder while the statement is checked, which needs the builder too.
+        let databases = std::mem::take(&mut self.databases);
+        let sections = effect::Sections { databases: &databases, left_out: &left_out };
+        // The statement has no templates of its own.
+        let mut scope = Scope::new([]);
+        let mut host = EffectHost { builder: self, origin, owner, scope: &mut scope };
+        let checked =
+            Query::check(spec, variables, &sections, &mut effect::Check { arguments: variables, host: &mut host });
+        self.databases = databases;
+        checked
+    }
+}
+
+/// What a body template sees besides `data`, `uri` and the URI's
+/// variables: the rows of its `sql` statement, if it has one.
+fn rows_names(sql: bool) -> Vec<String> {
+    if sql { vec!["rows".to_owned(), "truncated".to_owned()] } else { Vec::new() }
 }
 
 /// What `resources/list` or `resources/templates/list` shows for a

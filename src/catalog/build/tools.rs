@@ -315,19 +315,24 @@ impl Builder<'_> {
     }
 }
 
-/// What an effect is checked with: the builder, at the tool being built.
-struct EffectHost<'h, 'b> {
-    builder: &'h mut Builder<'b>,
-    origin: &'h Origin,
+/// What an effect is checked with: the builder, at the tool (or resource)
+/// being built.
+pub(super) struct EffectHost<'h, 'b> {
+    pub(super) builder: &'h mut Builder<'b>,
+    pub(super) origin: &'h Origin,
     /// `tool NAME:`, the start of the names of the tool's templates.
-    owner: &'h str,
+    pub(super) owner: &'h str,
     /// What the effect's templates may use.
-    scope: &'h mut Scope,
+    pub(super) scope: &'h mut Scope,
 }
 
 impl effect::Host for EffectHost<'_, '_> {
     fn locate(&self, pointer: &str) -> Location {
         self.builder.assembled.locate(self.origin, pointer)
+    }
+
+    fn locate_key(&self, pointer: &str) -> Location {
+        self.builder.assembled.locate_key(self.origin, pointer)
     }
 
     fn locate_in(&self, pointer: &str, text: &str, range: Range<usize>) -> Location {

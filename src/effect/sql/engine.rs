@@ -439,6 +439,13 @@ impl Probe {
         Ok(names)
     }
 
+    /// Whether `statement` (which [`Probe::check`] accepted) only reads:
+    /// SQLite's `sqlite3_stmt_readonly`.
+    pub fn reads_only(&self, statement: &str) -> Result<bool, String> {
+        let prepared = self.connection.prepare(statement).map_err(|err| tidy_message(&err.to_string(), statement))?;
+        Ok(prepared.readonly())
+    }
+
     /// The tables and views of this database, and every column of them
     /// (each name once), to suggest the name a statement meant.
     pub fn names(&self) -> (Vec<String>, Vec<String>) {

@@ -3,23 +3,29 @@
 //! load-time checks (`databases.rs`: URLs, timeouts, `setup` on a scratch
 //! copy; here: each tool's statement, prepared on that copy) and its run
 //! (the statement in a transaction that commits only once the result
-//! rendered). `engine.rs` is SQLite itself.
+//! rendered; `params:` rendered first and bound beside the arguments).
+//! `read.rs` is `sql:` on resources: the same statement check (see
+//! [`prepare`]), read-only, run through the same `transact`. `engine.rs` is
+//! SQLite itself.
 
 mod databases;
 pub mod engine;
+mod read;
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use indexmap::IndexMap;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
 pub use databases::{Checked, DatabaseEntry, Declared, apply_setup, check_databases};
 use engine::{Aborted, Database, MAX_ROWS, Probe, Rows};
+pub use read::{Query, ReadSpec};
 
-use super::{Call, Check, Failure, Kind, Output, Sections};
-use crate::diag::did_you_mean;
+use super::{Call, Check, Failure, Kind, Output, Sections, Template};
+use crate::diag::{Diagnostic, did_you_mean};
 use crate::duration::DurationSpec;
 
 /// A named database.
@@ -67,8 +73,13 @@ impl Statements {
 pub struct SqlSpec {
     /// The name of a `databases` entry.
     pub database: String,
-    /// One statement; `:name` parameters are the tool's arguments.
+    /// One statement; `:name` parameters are the tool's arguments or names under `params`.
     pub statement: String,
+    /// More `:name` parameters, each computed by a template from the arguments, `arguments` and
+    /// `data` (`who: "{{ name | lower }}"`) and bound as a value, never spliced into the statement.
+    /// A template that is one `{{ expression }}` keeps its JSON type (a number stays a number).
+    #[serde(default)]
+    pub params: Option<IndexMap<String, String>>,
 }
 
 /// Added to a failed result whose statement wrote: the model may retry
@@ -85,8 +96,10 @@ pub struct Sql {
     timeout: Duration,
     /// The name of its `databases` entry.
     database_name: String,
-    /// Its `:params`, each an argument of the tool.
+    /// Its `:params` that are arguments of the tool.
     params: Vec<String>,
+    /// Its `params:` entries: each name and the template computing it.
+    computed: Vec<(String, Template)>,
 }
 
 impl Kind for Sql {
@@ -95,71 +108,39 @@ impl Kind for Sql {
     type Spec = SqlSpec;
 
     fn check(sql: &SqlSpec, sections: &Sections<'_>, check: &mut Check<'_>) -> Option<Sql> {
-        let databases = sections.databases;
-        let (Some(entry), Some(probe)) = (databases.entries.get(&sql.database), databases.probes.get(&sql.database))
-        else {
-            if databases.declared.contains(&sql.database) || (sections.left_out)("databases", &sql.database) {
-                return None; // it failed to open or to read; that error is reported already
-            }
-            let known = &databases.declared;
-            let hint = match did_you_mean(&sql.database, known.iter().map(String::as_str)) {
-                Some(close) => format!("did you mean `{close}`?"),
-                None if known.is_empty() => "declare it under `databases:` with a `url:`".to_owned(),
-                None => format!("declared databases: {}", known.join(", ")),
-            };
-            check
-                .error("unknown-database", "/run/sql/database", format!("database `{}` is not declared", sql.database))
-                .hint = Some(hint);
-            return None;
+        let computed = check_params(sql, check);
+        let mut bindable: Vec<String> = check.arguments.to_vec();
+        let names = sql.params.iter().flatten().map(|(name, _)| name);
+        bindable.extend(names.filter(|name| !check.arguments.contains(name)).cloned());
+        let what = if sql.params.is_some() {
+            "an argument of this tool or a name under `params`"
+        } else {
+            "an argument of this tool"
         };
-        match probe.check(&sql.statement) {
-            Ok(params) => {
-                let mut ok = true;
-                for param in &params {
-                    if !check.arguments.contains(param) {
-                        let hint = match did_you_mean(param, check.arguments.iter().map(String::as_str)) {
-                            Some(close) => format!("did you mean `:{close}`?"),
-                            None => format!("add `{param}` to `inputSchema.properties`"),
-                        };
-                        check
-                            .error(
-                                "sql-parameter",
-                                "/run/sql/statement",
-                                format!("statement uses `:{param}`, which is not an argument of this tool"),
-                            )
-                            .hint = Some(hint);
-                        ok = false;
-                    }
-                }
-                ok.then(|| Sql {
-                    database: entry.database.clone(),
-                    statement: sql.statement.clone(),
-                    timeout: entry.timeout,
-                    database_name: sql.database.clone(),
-                    params,
-                })
-            }
-            Err(message) => {
-                let hint = if message.contains("positional") {
-                    "name each parameter after a property of `inputSchema`, e.g. `WHERE id = :id`".to_owned()
-                } else {
-                    misspelt_name(&message, probe).map_or_else(
-                        || {
-                            "it is checked against the database after `setup` ran; check table and column names"
-                                .to_owned()
-                        },
-                        |(kind, close)| format!("did you mean the {kind} `{close}`?"),
-                    )
-                };
-                let message = format!("statement does not prepare against database `{}`: {message}", sql.database);
-                let diagnostic = match unknown_name_at(&message, &sql.statement) {
-                    Some(range) => check.error_in("sql", ("/run/sql/statement", &sql.statement, range), message),
-                    None => check.error("sql", "/run/sql/statement", message),
-                };
-                diagnostic.hint = Some(hint);
-                None
+        let missing = |param: &str| {
+            format!(
+                "add `{param}` to `inputSchema.properties`, or compute it under `sql.params` (`{param}: \"{{{{ … }}}}\"`)"
+            )
+        };
+        let bind = Bindable { names: &bindable, what, missing: &missing };
+        let (entry, params) = prepare(&sql.database, &sql.statement, "/run/sql", &bind, sections, check)?;
+        for (name, _) in sql.params.iter().flatten() {
+            if !params.contains(name) && !check.arguments.contains(name) {
+                let location = check.host.locate_key(&format!("/run/sql/params/{name}"));
+                let message = format!("`params` computes `{name}`, but the statement never uses `:{name}`");
+                check.host.report(Diagnostic::warning("sql-parameter", location, message)).hint =
+                    Some(format!("use `:{name}` in the statement, or remove it from `params`"));
             }
         }
+        let computed = computed?;
+        Some(Sql {
+            database: entry.database.clone(),
+            statement: sql.statement.clone(),
+            timeout: entry.timeout,
+            database_name: sql.database.clone(),
+            params: params.into_iter().filter(|param| check.arguments.contains(param)).collect(),
+            computed,
+        })
     }
 
     fn arguments_used(&self) -> &[String] {
@@ -168,11 +149,24 @@ impl Kind for Sql {
 
     /// Runs the statement and `finish` in one transaction (see
     /// [`Database::transact`]): a write commits only if `finish` succeeded.
-    async fn run<T, F, Fut>(&self, _call: &dyn Call, arguments: Map<String, Value>, finish: F) -> Result<T, Failure<T>>
+    async fn run<T, F, Fut>(
+        &self,
+        call: &dyn Call,
+        mut arguments: Map<String, Value>,
+        finish: F,
+    ) -> Result<T, Failure<T>>
     where
         F: FnOnce(Output) -> Fut,
         Fut: Future<Output = Result<T, T>>,
     {
+        if !self.computed.is_empty() {
+            let templates: Vec<Template> = self.computed.iter().map(|(_, template)| template.clone()).collect();
+            let values = call.render(&templates).await.map_err(Failure::Failed)?;
+            // Bound as values: a param never becomes SQL text.
+            for ((name, _), value) in self.computed.iter().zip(values) {
+                arguments.insert(name.clone(), value);
+            }
+        }
         let outcome =
             self.database.transact(&self.statement, arguments, self.timeout, |rows| finish(self.output(rows))).await;
         outcome.map_err(|aborted| match aborted {
@@ -200,6 +194,113 @@ impl Sql {
     }
 }
 
+/// The `params:` of a tool's statement, each registered as a template
+/// (`None` once one was reported); a name that is also an argument is an
+/// error: which value `:name` binds would be a guess.
+fn check_params(sql: &SqlSpec, check: &mut Check<'_>) -> Option<Vec<(String, Template)>> {
+    let mut computed = Vec::new();
+    let mut ok = true;
+    for (name, source) in sql.params.iter().flatten() {
+        let pointer = format!("/run/sql/params/{name}");
+        if check.arguments.contains(name) {
+            let location = check.host.locate_key(&pointer);
+            let message = format!("`params` computes `{name}`, which is also an argument of this tool");
+            check.host.report(Diagnostic::error("sql-parameter", location, message)).hint = Some(format!(
+                "`:{name}` would be ambiguous; give the computed value another name (e.g. `{name}_value`) and use that in the statement"
+            ));
+            ok = false;
+            continue;
+        }
+        match check.template(&pointer, source) {
+            Some(template) => computed.push((name.clone(), template)),
+            None => ok = false,
+        }
+    }
+    ok.then_some(computed)
+}
+
+/// The names a statement may bind as `:name`, what they are called in a
+/// message, and the hint for a `:name` that is none of them.
+pub(crate) struct Bindable<'a> {
+    /// The names.
+    pub names: &'a [String],
+    /// "an argument of this tool", "a variable of the URI template".
+    pub what: &'a str,
+    /// The hint for `:param`, which is not one of them (and close to none).
+    pub missing: &'a dyn Fn(&str) -> String,
+}
+
+/// Finds the `database` a statement written at `at` (`/run/sql`) runs on
+/// and prepares `statement` against its scratch copy, reporting into
+/// `check`: an unknown database (did you mean), a statement that does not
+/// prepare (the unknown name underlined) or a `:param` not in `bind`.
+/// Returns the database and the statement's `:params`.
+pub(crate) fn prepare<'s>(
+    database: &str,
+    statement: &str,
+    at: &str,
+    bind: &Bindable<'_>,
+    sections: &Sections<'s>,
+    check: &mut Check<'_>,
+) -> Option<(&'s DatabaseEntry, Vec<String>)> {
+    let databases = sections.databases;
+    let (Some(entry), Some(probe)) = (databases.entries.get(database), databases.probes.get(database)) else {
+        if databases.declared.iter().any(|name| name == database) || (sections.left_out)("databases", database) {
+            return None; // it failed to open or to read; that error is reported already
+        }
+        let known = &databases.declared;
+        let hint = match did_you_mean(database, known.iter().map(String::as_str)) {
+            Some(close) => format!("did you mean `{close}`?"),
+            None if known.is_empty() => "declare it under `databases:` with a `url:`".to_owned(),
+            None => format!("declared databases: {}", known.join(", ")),
+        };
+        check
+            .error("unknown-database", &format!("{at}/database"), format!("database `{database}` is not declared"))
+            .hint = Some(hint);
+        return None;
+    };
+    let pointer = format!("{at}/statement");
+    match probe.check(statement) {
+        Ok(params) => {
+            let mut ok = true;
+            for param in &params {
+                if !bind.names.contains(param) {
+                    let hint = match did_you_mean(param, bind.names.iter().map(String::as_str)) {
+                        Some(close) => format!("did you mean `:{close}`?"),
+                        None => (bind.missing)(param),
+                    };
+                    let message = format!("statement uses `:{param}`, which is not {}", bind.what);
+                    let written = format!(":{param}");
+                    let diagnostic = match whole_word_at(&written, statement) {
+                        Some(range) => check.error_in("sql-parameter", (&pointer, statement, range), message),
+                        None => check.error("sql-parameter", &pointer, message),
+                    };
+                    diagnostic.hint = Some(hint);
+                    ok = false;
+                }
+            }
+            ok.then_some((entry, params))
+        }
+        Err(message) => {
+            let hint = if message.contains("positional") {
+                format!("name each parameter after {}, e.g. `WHERE id = :id`", bind.what)
+            } else {
+                misspelt_name(&message, probe).map_or_else(
+                    || "it is checked against the database after `setup` ran; check table and column names".to_owned(),
+                    |(kind, close)| format!("did you mean the {kind} `{close}`?"),
+                )
+            };
+            let message = format!("statement does not prepare against database `{database}`: {message}");
+            let diagnostic = match unknown_name_at(&message, statement) {
+                Some(range) => check.error_in("sql", (&pointer, statement, range), message),
+                None => check.error("sql", &pointer, message),
+            };
+            diagnostic.hint = Some(hint);
+            None
+        }
+    }
+}
+
 /// The name SQLite's "no such column: x" or "no such table: x" probably
 /// meant, among the database's columns or tables (a qualified `o.x` keeps
 /// its qualifier).
@@ -207,6 +308,11 @@ impl Sql {
 /// written in `statement`: its first occurrence as a whole word.
 fn unknown_name_at(message: &str, statement: &str) -> Option<std::ops::Range<usize>> {
     let name = message.rsplit_once("no such column: ").or_else(|| message.rsplit_once("no such table: "))?.1.trim();
+    whole_word_at(name, statement)
+}
+
+/// Where `name` is first written in `statement` as a whole word.
+fn whole_word_at(name: &str, statement: &str) -> Option<std::ops::Range<usize>> {
     if name.is_empty() {
         return None;
     }
