@@ -211,7 +211,7 @@ fn check_api(
     let base = match base_url(&decl.spec.base_url) {
         Ok(base) => Some(base),
         Err((message, hint)) => {
-            report("api-url", "/baseUrl", format!("api `{name}`: {message}"), hint);
+            report("api-url", "/baseUrl", format!("api `{name}`: {message}"), &hint);
             None
         }
     };
@@ -321,23 +321,36 @@ fn new_client() -> Result<reqwest::Client, reqwest::Error> {
 }
 
 /// Reads `baseUrl`: http(s), a host, no credentials, no fragment.
-fn base_url(text: &str) -> Result<Url, (String, &'static str)> {
+fn base_url(text: &str) -> Result<Url, (String, String)> {
     const HINT: &str = "write the api's address with its scheme, such as `https://api.example.com/v1`";
-    let url = Url::parse(text.trim()).map_err(|err| (format!("`baseUrl` is not a URL ({err})"), HINT))?;
+    let url = Url::parse(text.trim()).map_err(|err| match err {
+        url::ParseError::RelativeUrlWithoutBase => (
+            "`baseUrl` has no scheme".to_owned(),
+            format!(
+                "write the scheme before the host: `https://{}` (or `http://` for a plain connection)",
+                text.trim()
+            ),
+        ),
+        err => (format!("`baseUrl` is not a URL ({err})"), HINT.to_owned()),
+    })?;
     if !matches!(url.scheme(), "http" | "https") {
-        return Err((format!("`baseUrl` must start with `http://` or `https://`, not `{}:`", url.scheme()), HINT));
+        return Err((
+            format!("`baseUrl` must start with `http://` or `https://`, not `{}:`", url.scheme()),
+            "carte calls HTTP APIs: write an address such as `https://api.example.com/v1`".to_owned(),
+        ));
     }
     if url.host_str().is_none_or(str::is_empty) {
-        return Err(("`baseUrl` has no host".to_owned(), HINT));
+        return Err(("`baseUrl` has no host".to_owned(), HINT.to_owned()));
     }
     if !url.username().is_empty() || url.password().is_some() {
         return Err((
             "`baseUrl` has a user name or password in it".to_owned(),
-            "send credentials as a header instead: `headers: { Authorization: \"Basic ${API_CREDENTIALS}\" }`",
+            "send credentials as a header instead: `headers: { Authorization: \"Basic ${API_CREDENTIALS}\" }`"
+                .to_owned(),
         ));
     }
     if url.fragment().is_some() {
-        return Err(("`baseUrl` has a `#fragment`, which is never sent".to_owned(), HINT));
+        return Err(("`baseUrl` has a `#fragment`, which is never sent".to_owned(), "remove the `#…` part".to_owned()));
     }
     Ok(url)
 }
@@ -454,10 +467,17 @@ impl Kind for Http {
         };
         // The path.
         let path = if !spec.path.starts_with('/') {
-            check.error("http-path", "/run/http/path", "`path` must start with `/`").hint = Some(format!(
-                "the path follows the api's `baseUrl`: write `/{}`",
-                spec.path.trim_start_matches(|c| c != '/' && c != '{').trim_start_matches('/')
-            ));
+            // A whole URL written as the path: keep only its path.
+            let written = Url::parse(&spec.path)
+                .ok()
+                .filter(|url| url.has_host())
+                .map_or_else(|| format!("/{}", spec.path), |url| url.path().to_owned());
+            let hint = if spec.path.contains("://") {
+                format!("scheme and host come from the api's `baseUrl`; write only the path: `{written}`")
+            } else {
+                format!("the path follows the api's `baseUrl`: write `{written}`")
+            };
+            check.error("http-path", "/run/http/path", "`path` must start with `/`").hint = Some(hint);
             None
         } else if let Some((at, mark)) = outside_tags(&spec.path, &['?', '#']) {
             let message = format!("`path` has a `{mark}`");
