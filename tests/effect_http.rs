@@ -372,3 +372,103 @@ fn an_upstream_that_is_down_is_an_error_result() {
     let result = call(&mut s.server, "items", json!({}));
     assert_eq!(result["isError"], false, "the server is still there: {result}");
 }
+
+/// A note of the notes API below.
+#[derive(Clone, serde::Serialize)]
+struct Note {
+    id: u64,
+    text: String,
+    done: bool,
+}
+
+type Notes = Arc<Mutex<Vec<Note>>>;
+
+/// The REST API `examples/notes/catalog.yaml` is written for, in memory:
+/// `GET/POST /notes`, `GET/PATCH/DELETE /notes/{id}`; it wants the token.
+fn notes_api(runtime: &tokio::runtime::Runtime) -> SocketAddr {
+    use axum::Json;
+    use axum::extract::Path;
+    use axum::http::HeaderMap;
+    use axum::routing::get;
+
+    let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).expect("bind");
+    let addr = listener.local_addr().expect("address");
+    let authorized = |headers: &HeaderMap| headers.get("authorization").is_some_and(|v| v == "Bearer t0ken");
+    let missing = || (StatusCode::NOT_FOUND, Json(json!({"error": "no such note"}))).into_response();
+    let app = axum::Router::new()
+        .route(
+            "/notes",
+            get(move |State(notes): State<Notes>, headers: HeaderMap, uri: axum::http::Uri| async move {
+                if !authorized(&headers) {
+                    return StatusCode::UNAUTHORIZED.into_response();
+                }
+                let query: HashMap<String, String> =
+                    url::form_urlencoded::parse(uri.query().unwrap_or_default().as_bytes()).into_owned().collect();
+                let notes = notes.lock().unwrap().clone();
+                let chosen: Vec<Note> = notes
+                    .into_iter()
+                    .filter(|n| query.get("q").is_none_or(|q| n.text.contains(q.as_str())))
+                    .filter(|n| query.get("done").is_none_or(|d| *d == n.done.to_string()))
+                    .collect();
+                Json(chosen).into_response()
+            })
+            .post(|State(notes): State<Notes>, Json(body): Json<Value>| async move {
+                let mut notes = notes.lock().unwrap();
+                let note = Note {
+                    id: notes.len() as u64 + 1,
+                    text: body["text"].as_str().unwrap_or_default().to_owned(),
+                    done: body["done"].as_bool().unwrap_or(false),
+                };
+                notes.push(note.clone());
+                (StatusCode::CREATED, Json(note)).into_response()
+            }),
+        )
+        .route(
+            "/notes/{id}",
+            get(move |State(notes): State<Notes>, Path(id): Path<u64>| async move {
+                let found = notes.lock().unwrap().iter().find(|n| n.id == id).cloned();
+                found.map_or_else(missing, |note| Json(note).into_response())
+            })
+            .patch(move |State(notes): State<Notes>, Path(id): Path<u64>, Json(body): Json<Value>| async move {
+                let mut notes = notes.lock().unwrap();
+                let Some(note) = notes.iter_mut().find(|n| n.id == id) else { return missing() };
+                if let Some(done) = body["done"].as_bool() {
+                    note.done = done;
+                }
+                Json(note.clone()).into_response()
+            })
+            .delete(move |State(notes): State<Notes>, Path(id): Path<u64>| async move {
+                let mut notes = notes.lock().unwrap();
+                let before = notes.len();
+                notes.retain(|n| n.id != id);
+                if notes.len() == before { missing() } else { StatusCode::NO_CONTENT.into_response() }
+            }),
+        )
+        .with_state(Notes::default());
+    runtime.spawn(async move { axum::serve(listener, app).await });
+    addr
+}
+
+#[test]
+fn the_notes_example_works_against_its_api() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime");
+    let api = notes_api(&runtime);
+    let catalog = common::repo_root().join("examples/notes/catalog.yaml");
+    let base = format!("http://{api}");
+    let mut server = Server::initialized(&catalog, &[("NOTES_API", base.as_str()), ("NOTES_TOKEN", "t0ken")]);
+    let mut call = |name: &str, arguments: Value| {
+        let result = call(&mut server, name, arguments);
+        assert_eq!(result["isError"], false, "{name}: {result}");
+        text(&result)
+    };
+    assert_eq!(call("list_notes", json!({})), "no notes");
+    assert_eq!(call("add_note", json!({"text": "buy milk & eggs"})), "added note #1");
+    assert_eq!(call("add_note", json!({"text": "call Ada"})), "added note #2");
+    assert_eq!(call("complete_note", json!({"id": 2})), "note #2 is done");
+    assert_eq!(call("list_notes", json!({"words": "milk & eggs"})), "#1 [ ] buy milk & eggs\n");
+    assert_eq!(call("list_notes", json!({"state": "done"})), "#2 [x] call Ada\n");
+    assert_eq!(call("get_note", json!({"id": 2})), "#2 call Ada (done)");
+    assert_eq!(call("delete_note", json!({"id": 2})), "deleted note #2");
+    assert_eq!(call("delete_note", json!({"id": 2})), "there was no note #2");
+    assert_eq!(call("get_note", json!({"id": 2})), "there is no note #2");
+}
