@@ -83,6 +83,8 @@ async fn answer(State(log): State<Log>, request: Request) -> Response {
         // 503 twice, then an answer.
         "/api/flaky" if earlier < 2 => (StatusCode::SERVICE_UNAVAILABLE, "busy").into_response(),
         "/api/flaky" => (StatusCode::OK, format!("answered after {earlier} tries")).into_response(),
+        // Busy for an hour: longer than carte waits.
+        "/api/later" => (StatusCode::SERVICE_UNAVAILABLE, [("retry-after", "3600")], "come back later").into_response(),
         "/api/missing" => json(StatusCode::NOT_FOUND, json!({"error": "no such note", "pad": "x".repeat(5000)})),
         "/api/big" => (StatusCode::OK, "y".repeat(3000)).into_response(),
         "/api/items" => json(StatusCode::OK, json!({"items": [{"id": 1, "title": "one"}, {"id": 2, "title": "two"}]})),
@@ -186,6 +188,9 @@ tools:
   - name: flaky_post
     description: Busy twice, posted.
     run: {{ http: {{ api: notes, method: POST, path: /flaky, body: "x", headers: {{ Content-Type: text/plain }} }}, text: "{{{{ body }}}}" }}
+  - name: later
+    description: Busy for an hour.
+    run: {{ http: {{ api: notes, path: /later }} }}
   - name: big
     description: A big answer.
     run: {{ http: {{ api: notes, path: /big, maxBytes: 1000 }}, text: "{{{{ body | length }}}}" }}
@@ -316,6 +321,10 @@ fn idempotent_requests_are_retried_on_the_listed_statuses_and_posts_are_not() {
     assert_eq!(result["isError"], true, "{result}");
     assert!(text(&result).contains("503 Service Unavailable: busy"), "{result}");
     assert_eq!(s.upstream.seen("/api/flaky").len(), 1, "a POST is sent once");
+    // An upstream that asks to wait longer than carte would gets its answer as it is.
+    let result = call(&mut s.server, "later", json!({}));
+    assert!(text(&result).contains("503 Service Unavailable: come back later"), "{result}");
+    assert_eq!(s.upstream.seen("/api/later").len(), 1, "`Retry-After: 3600` is not waited for");
 }
 
 #[test]
