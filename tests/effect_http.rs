@@ -27,6 +27,8 @@ struct Seen {
     uri: String,
     headers: HashMap<String, String>,
     body: Vec<u8>,
+    /// The client's address: the same one means the same connection.
+    peer: SocketAddr,
 }
 
 type Log = Arc<Mutex<Vec<Seen>>>;
@@ -46,6 +48,7 @@ impl Upstream {
         let addr = listener.local_addr().expect("address");
         let seen: Log = Arc::default();
         let app = axum::Router::new().fallback(answer).with_state(seen.clone());
+        let app = app.into_make_service_with_connect_info::<SocketAddr>();
         runtime.spawn(async move { axum::serve(listener, app).await });
         Upstream { addr, seen, _runtime: runtime }
     }
@@ -60,7 +63,11 @@ impl Upstream {
     }
 }
 
-async fn answer(State(log): State<Log>, request: Request) -> Response {
+async fn answer(
+    State(log): State<Log>,
+    axum::extract::ConnectInfo(peer): axum::extract::ConnectInfo<SocketAddr>,
+    request: Request,
+) -> Response {
     let (parts, body) = request.into_parts();
     let body = axum::body::to_bytes(body, 1 << 20).await.unwrap_or_default().to_vec();
     let uri = parts.uri.path_and_query().map(|pq| pq.as_str().to_owned()).unwrap_or_default();
@@ -73,7 +80,7 @@ async fn answer(State(log): State<Log>, request: Request) -> Response {
     let earlier = {
         let mut log = log.lock().unwrap();
         let earlier = log.iter().filter(|s| s.uri.split('?').next() == Some(path.as_str())).count();
-        log.push(Seen { method: parts.method.to_string(), uri: uri.clone(), headers, body });
+        log.push(Seen { method: parts.method.to_string(), uri: uri.clone(), headers, body, peer });
         earlier
     };
     let json = |status: StatusCode, value: Value| {
@@ -380,6 +387,22 @@ fn an_upstream_that_is_down_is_an_error_result() {
     );
     let result = call(&mut s.server, "items", json!({}));
     assert_eq!(result["isError"], false, "the server is still there: {result}");
+}
+
+#[test]
+fn a_reload_keeps_the_connections_of_an_api_whose_address_is_the_same() {
+    let mut s = setup("http-reload");
+    s.server.result("logging/setLevel", json!({"level": "debug"}));
+    call(&mut s.server, "items", json!({}));
+    let path = s._dir.path("catalog.yaml");
+    let edited = std::fs::read_to_string(&path).unwrap().replace("description: Items.", "description: The items.");
+    std::fs::write(&path, edited).unwrap();
+    s.server.wait_good_reload();
+    let result = call(&mut s.server, "items", json!({}));
+    assert_eq!(result["isError"], false, "{result}");
+    let seen = s.upstream.seen("/api/items");
+    assert_eq!(seen.len(), 2);
+    assert_eq!(seen[0].peer, seen[1].peer, "the second call went over the first one's connection");
 }
 
 /// A note of the notes API below.
