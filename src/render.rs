@@ -108,7 +108,13 @@ pub fn environment() -> Environment<'static> {
         if let Some(err) = missing_error(value) {
             return Err(err);
         }
-        if value.is_none() { Ok(()) } else { minijinja::escape_formatter(out, state, value) }
+        if value.is_none() {
+            return Ok(());
+        }
+        if matches!(state.auto_escape(), minijinja::AutoEscape::Custom(name) if name == URL_ESCAPE) {
+            return write_url_escaped(out, value);
+        }
+        minijinja::escape_formatter(out, state, value)
     });
     env.add_function("fail", fail);
     // Tests for presence that see a missing key of `data` as undefined.
@@ -128,10 +134,42 @@ pub fn environment() -> Environment<'static> {
 
 /// The environment a catalog renders with: [`environment`] plus a loader
 /// that compiles each template from `sources` the first time it is used.
-pub fn catalog_environment(sources: std::collections::HashMap<String, String>) -> Environment<'static> {
+/// Templates named in `url_templates` build URL paths: each value they
+/// print is percent-encoded (see [`write_url_escaped`]).
+pub fn catalog_environment(
+    sources: std::collections::HashMap<String, String>,
+    url_templates: HashSet<String>,
+) -> Environment<'static> {
     let mut env = environment();
     env.set_loader(move |name| Ok(sources.get(name).cloned()));
+    env.set_auto_escape_callback(move |name| {
+        if url_templates.contains(name) {
+            minijinja::AutoEscape::Custom(URL_ESCAPE.into())
+        } else {
+            minijinja::AutoEscape::None
+        }
+    });
     env
+}
+
+/// The name of the auto-escape of URL path templates.
+const URL_ESCAPE: &str = "url-segment";
+
+/// What a value printed into a URL path keeps as it is: RFC 3986's
+/// unreserved characters. Everything else (`/`, `?`, `#`, `%`, `\`, spaces,
+/// non-ASCII) is percent-encoded, so a value stays inside its segment.
+const SEGMENT: &percent_encoding::AsciiSet =
+    &percent_encoding::NON_ALPHANUMERIC.remove(b'-').remove(b'.').remove(b'_').remove(b'~');
+
+/// Prints `value` percent-encoded for a URL path segment (`safe` or not:
+/// no value may change the URL's shape). A lone `.` or `..` is left as it
+/// is and refused by the `http` effect when it makes a whole segment.
+fn write_url_escaped(out: &mut minijinja::Output<'_>, value: &Value) -> Result<(), Error> {
+    let text = match value.as_str() {
+        Some(text) => std::borrow::Cow::Borrowed(text),
+        None => std::borrow::Cow::Owned(value.to_string()),
+    };
+    write!(out, "{}", percent_encoding::utf8_percent_encode(&text, SEGMENT)).map_err(Error::from)
 }
 
 /// Renders that may run at once: each runs on the blocking pool, so
@@ -1023,5 +1061,35 @@ mod tests {
         let data = data_value(&data);
         let null = render(&env, "t", minijinja::context! { data => data, product => () }).unwrap();
         assert_eq!(null, "[]");
+    }
+
+    fn render_url(source: &str, context: Value) -> String {
+        let name = "tool t:/run/http/path".to_owned();
+        let sources = std::collections::HashMap::from([(name.clone(), source.to_owned())]);
+        let env = catalog_environment(sources, HashSet::from([name.clone()]));
+        render(&env, &name, context).unwrap_or_else(|err| panic!("{err}"))
+    }
+
+    #[test]
+    fn url_templates_percent_encode_each_printed_value() {
+        let context = minijinja::context! {
+            id => "../../admin",
+            q => "a b?c=d#e&f%2F\\g",
+            n => 42,
+            u => "é☃",
+            none => Value::from(()),
+            safe => Value::from_safe_string("x/y".to_owned()),
+        };
+        assert_eq!(render_url("/users/{{ id }}/x", context.clone()), "/users/..%2F..%2Fadmin/x");
+        assert_eq!(render_url("/s/{{ q }}", context.clone()), "/s/a%20b%3Fc%3Dd%23e%26f%252F%5Cg");
+        assert_eq!(render_url("/n/{{ n }}/{{ u }}", context.clone()), "/n/42/%C3%A9%E2%98%83");
+        assert_eq!(render_url("/e/{{ none }}{{ missing }}/{{ safe }}", context.clone()), "/e//x%2Fy");
+        assert_eq!(render_url("/keep-_.~/{{ 'a-b_c.d~e' }}", context), "/keep-_.~/a-b_c.d~e");
+        // Other templates print as they are.
+        let env = catalog_environment(
+            std::collections::HashMap::from([("t".to_owned(), "{{ id }}".to_owned())]),
+            HashSet::new(),
+        );
+        assert_eq!(render(&env, "t", minijinja::context! { id => "a/b c" }).ok().as_deref(), Some("a/b c"));
     }
 }

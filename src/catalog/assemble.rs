@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 use indexmap::IndexMap;
 use serde_json::{Map, Value};
 
-use crate::catalog::model::{DatabaseSpec, PromptSpec, ResourceSpec, ResourceTemplateSpec, ServerSpec, ToolSpec};
+use crate::catalog::model::{
+    ApiSpec, DatabaseSpec, PromptSpec, ResourceSpec, ResourceTemplateSpec, ServerSpec, ToolSpec,
+};
 use crate::catalog::source::{ParsedFile, Positions, escape_pointer, parse_file};
 use crate::catalog::structure::{Dropped, Entries, check_file};
 use crate::diag::{Diagnostic, Location};
@@ -48,6 +50,8 @@ pub struct Assembled {
     pub data: Map<String, Value>,
     /// Databases by name.
     pub databases: IndexMap<String, Declared<DatabaseSpec>>,
+    /// APIs by name.
+    pub apis: IndexMap<String, Declared<ApiSpec>>,
     /// Tools in order (root first, then includes in glob order).
     pub tools: Vec<Declared<ToolSpec>>,
     /// Prompts in order.
@@ -292,6 +296,21 @@ fn merge(
             continue;
         }
         assembled.databases.insert(name, Declared { origin, spec });
+    }
+    for (name, spec) in file.apis {
+        let origin = Origin::new(file_idx, format!("/apis/{}", escape_pointer(&name)));
+        if let Some(previous) = assembled.apis.get(&name) {
+            diagnostics.push(
+                Diagnostic::error(
+                    "duplicate-api",
+                    assembled.locate_key(&origin, ""),
+                    format!("api `{name}` is defined twice"),
+                )
+                .with_note("first defined here", assembled.locate_key(&previous.origin, "")),
+            );
+            continue;
+        }
+        assembled.apis.insert(name, Declared { origin, spec });
     }
     assembled.tools.reserve(file.tools.len());
     for (idx, spec) in file.tools {

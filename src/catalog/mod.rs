@@ -58,6 +58,8 @@ pub struct Catalog {
     pub data: minijinja::Value,
     /// Databases by name, with the `setup` each needs applied before serving.
     pub databases: IndexMap<String, DatabaseEntry>,
+    /// APIs by name, each with its connection pool.
+    pub apis: IndexMap<String, std::sync::Arc<crate::effect::http::Api>>,
     /// What it was built from (what a reload watches).
     pub inputs: Inputs,
     tool_index: HashMap<String, usize>,

@@ -13,6 +13,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 pub use crate::duration::DurationSpec;
+pub use crate::effect::http::{ApiSpec, HttpSpec};
 pub use crate::effect::sql::{DatabaseSpec, SqlSpec, Statements};
 
 /// One catalog file: the root catalog, or a file it includes.
@@ -32,6 +33,9 @@ pub struct CatalogFile {
     /// Named databases for `sql` tools.
     #[serde(default)]
     pub databases: Option<IndexMap<String, DatabaseSpec>>,
+    /// Named HTTP APIs for `http` tools.
+    #[serde(default)]
+    pub apis: Option<IndexMap<String, ApiSpec>>,
     /// The tools, in the order `tools/list` returns them.
     #[serde(default)]
     pub tools: Option<Vec<ToolSpec>>,

@@ -20,7 +20,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use crate::catalog::model::{
-    CatalogFile, DatabaseSpec, Includes, PromptSpec, ResourceSpec, ResourceTemplateSpec, ServerSpec, ToolSpec,
+    ApiSpec, CatalogFile, DatabaseSpec, Includes, PromptSpec, ResourceSpec, ResourceTemplateSpec, ServerSpec, ToolSpec,
 };
 use crate::catalog::source::{ParsedFile, Positions, escape_pointer};
 use crate::diag::{Diagnostic, did_you_mean};
@@ -67,7 +67,7 @@ fn unavailable_effect(key: &str, allowed: &[String]) -> Option<String> {
 
 /// The keys a catalog file may have at the top.
 const TOP_LEVEL: &[&str] =
-    &["server", "include", "data", "databases", "tools", "prompts", "resources", "resourceTemplates"];
+    &["server", "include", "data", "databases", "apis", "tools", "prompts", "resources", "resourceTemplates"];
 
 /// The lists whose entries are checked one by one (a mistake leaves out the entry).
 const LISTS: &[&str] = &["tools", "prompts", "resources", "resourceTemplates"];
@@ -95,6 +95,8 @@ pub struct Entries {
     pub data: Map<String, Value>,
     /// `databases:`.
     pub databases: IndexMap<String, DatabaseSpec>,
+    /// `apis:`.
+    pub apis: IndexMap<String, ApiSpec>,
     /// `tools:`, with their indexes.
     pub tools: Vec<(usize, ToolSpec)>,
     /// `prompts:`, with their indexes.
@@ -117,6 +119,10 @@ pub struct Dropped {
     pub all_databases: bool,
     /// Whether any resource or resource template was left out.
     pub resources: bool,
+    /// APIs by name.
+    pub apis: HashSet<String>,
+    /// Whether the whole `apis:` block was unreadable.
+    pub all_apis: bool,
 }
 
 impl Dropped {
@@ -125,11 +131,18 @@ impl Dropped {
         self.databases.extend(other.databases);
         self.all_databases |= other.all_databases;
         self.resources |= other.resources;
+        self.apis.extend(other.apis);
+        self.all_apis |= other.all_apis;
     }
 
     /// Whether the database `name` may have been declared but left out.
     pub fn database(&self, name: &str) -> bool {
         self.all_databases || self.databases.contains(name)
+    }
+
+    /// Whether the API `name` may have been declared but left out.
+    pub fn api(&self, name: &str) -> bool {
+        self.all_apis || self.apis.contains(name)
     }
 }
 
@@ -140,6 +153,7 @@ impl Entries {
             include: file.include.map(|i| i.patterns().into_iter().map(str::to_owned).collect()).unwrap_or_default(),
             data: file.data.unwrap_or_default(),
             databases: file.databases.unwrap_or_default(),
+            apis: file.apis.unwrap_or_default(),
             tools: file.tools.unwrap_or_default().into_iter().enumerate().collect(),
             prompts: file.prompts.unwrap_or_default().into_iter().enumerate().collect(),
             resources: file.resources.unwrap_or_default().into_iter().enumerate().collect(),
@@ -233,7 +247,7 @@ fn entry_of(pointer: &str) -> Option<(String, String)> {
     let mut segments = pointer.split('/').skip(1).map(|s| s.replace("~1", "/").replace("~0", "~"));
     let section = segments.next()?;
     let item = segments.next()?;
-    (LISTS.contains(&section.as_str()) || section == "databases").then_some((section, item))
+    (LISTS.contains(&section.as_str()) || section == "databases" || section == "apis").then_some((section, item))
 }
 
 /// Reads what `findings` leave of a file: unknown keys read as the key their
@@ -300,6 +314,23 @@ fn salvage(value: &Value, findings: &Findings) -> (Entries, bool) {
         }
         None | Some(Value::Null) => {}
         Some(_) => entries.dropped.all_databases = true,
+    }
+    match value.get("apis") {
+        Some(Value::Object(map)) if readable("apis") => {
+            for (name, spec) in map {
+                let spec = (!broken_entries.contains(&("apis".to_owned(), name.clone()))).then(|| read(spec));
+                match spec.flatten() {
+                    Some(spec) => {
+                        entries.apis.insert(name.clone(), spec);
+                    }
+                    None => {
+                        entries.dropped.apis.insert(name.clone());
+                    }
+                }
+            }
+        }
+        None | Some(Value::Null) => {}
+        Some(_) => entries.dropped.all_apis = true,
     }
     let list = |key: &str| -> Vec<(usize, &Value)> {
         match value.get(key) {

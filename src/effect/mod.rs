@@ -1,4 +1,4 @@
-//! Effects: what a tool does before its result renders (`sql` now).
+//! Effects: what a tool does before its result renders (`sql`, `http`).
 //!
 //! Each effect is one module that owns everything about it: its keys in
 //! the catalog format (a serde spec, from which `carte schema` is derived),
@@ -16,6 +16,7 @@
 //! inside the statement's transaction and commits only if `finish`
 //! succeeded (see `sql::engine::Database::transact`).
 
+pub mod http;
 pub mod sql;
 
 use std::future::Future;
@@ -90,6 +91,10 @@ pub trait Host {
     /// `arguments`, `data`, and what its steps produced); `None` once it
     /// reported why it cannot render.
     fn template(&mut self, pointer: &str, source: &str) -> Option<Template>;
+    /// Like [`Host::template`], for a template that builds a URL path: each
+    /// value it prints is percent-encoded as (part of) one path segment, so
+    /// `/`, `?`, `#` and `..` from a value cannot change the URL's shape.
+    fn url_template(&mut self, pointer: &str, source: &str) -> Option<Template>;
     /// Adds a problem to the catalog's diagnostics.
     fn report(&mut self, diagnostic: Diagnostic) -> &mut Diagnostic;
 }
@@ -124,6 +129,12 @@ impl Check<'_> {
     pub fn template(&mut self, pointer: &str, source: &str) -> Option<Template> {
         self.host.template(pointer, source)
     }
+
+    /// Registers and checks the URL path template `source` written at
+    /// `pointer` (see [`Host::url_template`]).
+    pub fn url_template(&mut self, pointer: &str, source: &str) -> Option<Template> {
+        self.host.url_template(pointer, source)
+    }
 }
 
 /// A future an effect's [`Call`] returns.
@@ -146,7 +157,9 @@ pub trait Call: Send + Sync {
 pub struct Sections<'a> {
     /// `databases:`, for `sql`.
     pub databases: &'a sql::Checked,
-    /// Whether a block (`databases`) may declare `name` though it was left
+    /// `apis:`, for `http`.
+    pub apis: &'a http::Apis,
+    /// Whether a block (`databases`, `apis`) may declare `name` though it was left
     /// out for a mistake in it (reported already): whatever refers to it
     /// is not reported again.
     pub left_out: &'a dyn Fn(&str, &str) -> bool,
@@ -260,8 +273,10 @@ macro_rules! effects {
 effects! {
     /// Runs one SQL statement on a `databases` entry; its rows are `rows` in the result template.
     sql: sql::Sql(sql::SqlSpec),
+    /// Sends one HTTP request to an `apis` entry; the answer is `status`, `headers`, `body` and `json` in the result template.
+    http: http::Http(http::HttpSpec),
 }
 
 /// Effects the catalog format names; those not in [`KEYS`] are not in this
 /// version of carte, and a catalog that uses one is told so.
-pub const PLANNED: &[&str] = &["command", "http", "sql"];
+pub const PLANNED: &[&str] = &["command", "sql"];

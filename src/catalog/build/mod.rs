@@ -19,7 +19,7 @@ use serde_json::{Map, Value, json};
 use super::assemble::{Assembled, Declared, Origin, io_reason};
 use super::{Catalog, Inputs, Prompt, Resource, ResourceTemplate, ServerInfo, Tool};
 use crate::diag::{Diagnostic, Location};
-use crate::effect::sql;
+use crate::effect::{http, sql};
 use crate::render;
 
 mod prompts;
@@ -58,6 +58,10 @@ struct Builder<'a> {
     /// The checked `databases:`, with the scratch copies statements are
     /// prepared on (dropped, uncommitted, after the build).
     databases: sql::Checked,
+    /// The checked `apis:`.
+    apis: http::Apis,
+    /// Templates that build URL paths (rendered with the URL escape).
+    url_templates: HashSet<String>,
 }
 
 /// Builds the catalog, or returns `None` after reporting why it cannot be.
@@ -84,10 +88,13 @@ pub fn build(
         inputs,
         previous,
         databases: sql::Checked::default(),
+        apis: http::Apis::default(),
+        url_templates: HashSet::new(),
     };
     let server = builder.server_info();
     builder.load_template_files();
     builder.open_databases();
+    builder.check_apis();
     let tools: Vec<Tool> = assembled.tools.iter().filter_map(|decl| builder.tool(decl)).collect();
     let prompts: Vec<Prompt> = assembled.prompts.iter().filter_map(|decl| builder.prompt(decl)).collect();
     let resources: Vec<Resource> = assembled.resources.iter().filter_map(|decl| builder.resource(decl)).collect();
@@ -98,9 +105,10 @@ pub fn build(
     let data = crate::render::data_value(&assembled.data);
     builder.inputs.templates = vec![builder.configured_templates_dir()];
     let inputs = builder.inputs.clone();
-    let Builder { sources, databases, .. } = builder;
+    let Builder { sources, databases, apis, url_templates, .. } = builder;
     let databases = databases.entries;
-    let env = render::catalog_environment(sources);
+    let apis = apis.entries;
+    let env = render::catalog_environment(sources, url_templates);
     let tool_index = tools.iter().enumerate().map(|(idx, t)| (t.name.clone(), idx)).collect();
     let prompt_index = prompts.iter().enumerate().map(|(idx, p)| (p.name.clone(), idx)).collect();
     let resource_index = resources.iter().enumerate().map(|(idx, r)| (r.uri.clone(), idx)).collect();
@@ -113,6 +121,7 @@ pub fn build(
         env,
         data,
         databases,
+        apis,
         inputs,
         tool_index,
         prompt_index,
@@ -160,6 +169,22 @@ impl Builder<'_> {
             .collect();
         let previous = self.previous.map(|catalog| &catalog.databases);
         self.databases = sql::check_databases(&declared, previous, self.diagnostics);
+    }
+
+    /// Checks `apis:` (see [`http::check_apis`]).
+    fn check_apis(&mut self) {
+        let assembled = self.assembled;
+        let declared: Vec<http::DeclaredApi<'_>> = assembled
+            .apis
+            .iter()
+            .map(|(name, decl)| http::DeclaredApi {
+                name,
+                spec: &decl.spec,
+                locate: Box::new(move |pointer| assembled.locate(&decl.origin, pointer)),
+            })
+            .collect();
+        let previous = self.previous.map(|catalog| &catalog.apis);
+        self.apis = http::check_apis(&declared, previous, self.diagnostics);
     }
 
     /// How many errors were reported so far.

@@ -109,15 +109,19 @@ impl Builder<'_> {
         scope: &mut Scope,
     ) -> Option<Option<Effect>> {
         let assembled = self.assembled;
-        let left_out = |block: &str, name: &str| {
-            block == "databases" && (assembled.databases.contains_key(name) || assembled.dropped.database(name))
+        let left_out = |block: &str, name: &str| match block {
+            "databases" => assembled.databases.contains_key(name) || assembled.dropped.database(name),
+            "apis" => assembled.apis.contains_key(name) || assembled.dropped.api(name),
+            _ => false,
         };
         // Out of the builder while its effects are checked, which need the builder too.
         let databases = std::mem::take(&mut self.databases);
-        let sections = effect::Sections { databases: &databases, left_out: &left_out };
+        let apis = std::mem::take(&mut self.apis);
+        let sections = effect::Sections { databases: &databases, apis: &apis, left_out: &left_out };
         let mut host = EffectHost { builder: self, origin, owner, scope };
         let checked = run.effects.check(&sections, &mut effect::Check { arguments: properties, host: &mut host });
         self.databases = databases;
+        self.apis = apis;
         checked
     }
 
@@ -353,6 +357,13 @@ impl effect::Host for EffectHost<'_, '_> {
             Some(twin)
         });
         Some(effect::Template { name, typed })
+    }
+
+    fn url_template(&mut self, pointer: &str, source: &str) -> Option<effect::Template> {
+        let name = format!("{}{pointer}", self.owner);
+        let name = self.builder.inline(name, source, self.origin, pointer, self.scope)?;
+        self.builder.url_templates.insert(name.clone());
+        Some(effect::Template { name, typed: None })
     }
 
     fn report(&mut self, diagnostic: Diagnostic) -> &mut Diagnostic {
