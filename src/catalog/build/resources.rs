@@ -8,10 +8,9 @@ use crate::catalog::assemble::{Declared, Origin};
 use crate::catalog::model::{ResourceSpec, ResourceTemplateSpec};
 use crate::catalog::{Body, Resource, ResourceTemplate};
 use crate::diag::suggest;
-use crate::effect::{self, sql::Query, sql::ReadSpec};
+use crate::effect::sql::{Query, ReadSpec};
 use crate::uri_template::UriTemplate;
 
-use super::tools::EffectHost;
 use super::{Builder, Scope, present, read_limited, wire_head};
 
 impl Builder<'_> {
@@ -225,20 +224,11 @@ impl Builder<'_> {
     /// Checks the `sql:` of a resource whose URI has `variables` (see
     /// [`Query::check`]); `None` once it reported why it cannot run.
     fn resource_sql(&mut self, spec: &ReadSpec, variables: &[String], origin: &Origin, owner: &str) -> Option<Query> {
-        let assembled = self.assembled;
-        let left_out = |block: &str, name: &str| {
-            block == "databases" && (assembled.databases.contains_key(name) || assembled.dropped.database(name))
-        };
-        // Out of the builder while the statement is checked, which needs the builder too.
-        let databases = std::mem::take(&mut self.databases);
-        let sections = effect::Sections { databases: &databases, left_out: &left_out };
         // The statement has no templates of its own.
         let mut scope = Scope::new([]);
-        let mut host = EffectHost { builder: self, origin, owner, scope: &mut scope };
-        let checked =
-            Query::check(spec, variables, &sections, &mut effect::Check { arguments: variables, host: &mut host });
-        self.databases = databases;
-        checked
+        self.with_effect_host(variables, origin, owner, &mut scope, |sections, check| {
+            Query::check(spec, variables, sections, check)
+        })
     }
 }
 

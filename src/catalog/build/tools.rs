@@ -108,18 +108,31 @@ impl Builder<'_> {
         owner: &str,
         scope: &mut Scope,
     ) -> Option<Option<Effect>> {
+        self.with_effect_host(properties, origin, owner, scope, |sections, check| run.effects.check(sections, check))
+    }
+
+    /// Runs `check` with what an effect is checked against: the top-level
+    /// blocks it may name, and this builder as its host, at `origin`.
+    pub(super) fn with_effect_host<T>(
+        &mut self,
+        arguments: &[String],
+        origin: &Origin,
+        owner: &str,
+        scope: &mut Scope,
+        check: impl FnOnce(&effect::Sections<'_>, &mut effect::Check<'_>) -> T,
+    ) -> T {
         let assembled = self.assembled;
         let left_out = |block: &str, name: &str| match block {
             "databases" => assembled.databases.contains_key(name) || assembled.dropped.database(name),
             "apis" => assembled.apis.contains_key(name) || assembled.dropped.api(name),
             _ => false,
         };
-        // Out of the builder while its effects are checked, which need the builder too.
+        // Out of the builder while the effect is checked, which needs the builder too.
         let databases = std::mem::take(&mut self.databases);
         let apis = std::mem::take(&mut self.apis);
         let sections = effect::Sections { databases: &databases, apis: &apis, left_out: &left_out };
         let mut host = EffectHost { builder: self, origin, owner, scope };
-        let checked = run.effects.check(&sections, &mut effect::Check { arguments: properties, host: &mut host });
+        let checked = check(&sections, &mut effect::Check { arguments, host: &mut host });
         self.databases = databases;
         self.apis = apis;
         checked
