@@ -1,4 +1,4 @@
-//! Effects: what a tool does before its result renders (`sql` now).
+//! Effects: what a tool does before its result renders (`sql`, `command`).
 //!
 //! Each effect is one module that owns everything about it: its keys in
 //! the catalog format (a serde spec, from which `carte schema` is derived),
@@ -16,6 +16,7 @@
 //! inside the statement's transaction and commits only if `finish`
 //! succeeded (see `sql::engine::Database::transact`).
 
+pub mod command;
 pub mod sql;
 
 use std::future::Future;
@@ -255,8 +256,10 @@ macro_rules! effects {
 effects! {
     /// Runs one SQL statement on a `databases` entry; its rows are `rows` in the result template.
     sql: sql::Sql(sql::SqlSpec),
+    /// Runs a program (never a shell); its `stdout`, `stderr` and `exit_code` are in the result template.
+    command: command::Command(command::CommandSpec),
 }
 
 /// Effects the catalog format names; those not in [`KEYS`] are not in this
 /// version of carte, and a catalog that uses one is told so.
-pub const PLANNED: &[&str] = &["command", "http", "sql"];
+pub const PLANNED: &[&str] = &["http", "sql"];
