@@ -125,6 +125,7 @@ impl Kind for Command {
     fn check(spec: &CommandSpec, _sections: &Sections<'_>, check: &mut Check<'_>) -> Option<Command> {
         // Paths are relative to the file the tool is written in.
         let file = check.host.locate("/run/command").file;
+        let shown = Shown { file: &file, folder: file.parent().unwrap_or(Path::new("")) };
         let parent = file.parent().filter(|parent| !parent.as_os_str().is_empty()).unwrap_or(Path::new("."));
         let folder = std::path::absolute(parent).unwrap_or_else(|_| parent.to_path_buf());
         let mut ok = true;
@@ -134,7 +135,7 @@ impl Kind for Command {
                     Some("name the program first, then its arguments: `argv: [wc, -l]`".to_owned());
                 None
             }
-            Some(first) => find_program(first, &folder, check),
+            Some(first) => find_program(first, &folder, &shown, check),
         };
         ok &= program.is_some();
         let mut templates = Vec::new();
@@ -178,7 +179,7 @@ impl Kind for Command {
                 None => ok = false,
             }
         }
-        let cwd = check_cwd(spec.cwd.as_deref(), &folder, check);
+        let cwd = check_cwd(spec.cwd.as_deref(), &folder, &shown, check);
         ok &= cwd.is_some();
         let timeout = match spec.timeout.as_ref().map(check_timeout) {
             None => Some(DEFAULT_TIMEOUT),
@@ -588,11 +589,11 @@ fn is_template(text: &str) -> bool {
 
 /// Finds `argv[0]`: a path (with `/`) relative to `folder`, or a name on
 /// PATH; reports why not at `argv/0`.
-fn find_program(name: &str, folder: &Path, check: &mut Check<'_>) -> Option<PathBuf> {
+fn find_program(name: &str, folder: &Path, shown: &Shown<'_>, check: &mut Check<'_>) -> Option<PathBuf> {
     const POINTER: &str = "/run/command/argv/0";
     if is_template(name) {
         check.error("command-program", POINTER, "the program (`argv[0]`) cannot be a template").hint = Some(
-            "write the program itself; arguments cannot choose it. Use a template in a later element, or one tool per program".to_owned(),
+            "write the program itself (no argument may choose which program runs); templates go in the later elements of `argv`".to_owned(),
         );
         return None;
     }
@@ -607,7 +608,7 @@ fn find_program(name: &str, folder: &Path, check: &mut Check<'_>) -> Option<Path
             Ok(meta) if meta.is_file() && is_executable(&meta) => Some(path),
             Ok(meta) if meta.is_file() => {
                 check.error("command-program", POINTER, format!("`{name}` is not executable")).hint =
-                    Some(format!("make it executable: `chmod +x {}`", path.display()));
+                    Some(format!("make it executable: `chmod +x {}`", shown.folder.join(name).display()));
                 None
             }
             Ok(_) => {
@@ -617,8 +618,9 @@ fn find_program(name: &str, folder: &Path, check: &mut Check<'_>) -> Option<Path
             }
             Err(_) => {
                 check.error("command-program", POINTER, format!("program `{name}` not found")).hint = Some(format!(
-                    "a path with `/` is relative to the catalog's folder; there is no `{}`",
-                    path.display()
+                    "a path with `/` is relative to the folder of `{}`; there is no `{}`",
+                    shown.file.display(),
+                    shown.folder.join(name).display()
                 ));
                 None
             }
@@ -641,8 +643,16 @@ fn is_executable(meta: &std::fs::Metadata) -> bool {
     meta.permissions().mode() & 0o111 != 0
 }
 
+/// Paths as the person who wrote the catalog reads them.
+struct Shown<'a> {
+    /// The catalog file, as named in diagnostics.
+    file: &'a Path,
+    /// Its folder, as named in diagnostics (empty for the current one).
+    folder: &'a Path,
+}
+
 /// `cwd` relative to `folder` (default `folder`), if it is a folder.
-fn check_cwd(cwd: Option<&str>, folder: &Path, check: &mut Check<'_>) -> Option<PathBuf> {
+fn check_cwd(cwd: Option<&str>, folder: &Path, shown: &Shown<'_>, check: &mut Check<'_>) -> Option<PathBuf> {
     let Some(cwd) = cwd else { return Some(folder.to_path_buf()) };
     let path = folder.join(cwd);
     if path.is_dir() {
@@ -650,8 +660,11 @@ fn check_cwd(cwd: Option<&str>, folder: &Path, check: &mut Check<'_>) -> Option<
     }
     let message =
         if path.exists() { format!("`cwd` `{cwd}` is not a folder") } else { format!("`cwd` `{cwd}` does not exist") };
-    check.error("command-cwd", "/run/command/cwd", message).hint =
-        Some(format!("`cwd` is relative to the catalog's folder (`{}`); create it or fix the path", folder.display()));
+    check.error("command-cwd", "/run/command/cwd", message).hint = Some(format!(
+        "`cwd` is relative to the folder of `{}`: create `{}`, or fix the path",
+        shown.file.display(),
+        shown.folder.join(cwd).display()
+    ));
     None
 }
 
