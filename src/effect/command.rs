@@ -328,15 +328,13 @@ struct Captured {
     total: usize,
 }
 
-/// Kills a process group when dropped, unless it was already killed: the
-/// one place that ends a run's processes, whether it finishes, times out
-/// or is dropped mid-way.
-struct GroupGuard {
+/// A process group made for one run, killed (SIGKILL) at most once.
+struct Group {
     pgid: Option<libc::pid_t>,
 }
 
-impl GroupGuard {
-    /// Kills the whole group now (SIGKILL), once.
+impl Group {
+    /// Kills the whole group now, once.
     fn kill(&mut self) {
         if let Some(pgid) = self.pgid.take() {
             // SAFETY: killpg only sends a signal. The group is ours: it was
@@ -347,9 +345,27 @@ impl GroupGuard {
     }
 }
 
-impl Drop for GroupGuard {
+/// A running program and its group: the one place that ends a run's
+/// processes. Dropped before the program was reaped (a cancelled call),
+/// it kills the group and leaves a task that reaps the program, so a
+/// dropped future leaks neither a process nor a zombie.
+struct Process {
+    child: Option<tokio::process::Child>,
+    group: Group,
+}
+
+impl Drop for Process {
     fn drop(&mut self) {
-        self.kill();
+        self.group.kill();
+        let Some(mut child) = self.child.take() else { return };
+        if matches!(child.try_wait(), Ok(None))
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            // SIGKILL cannot be caught: this ends at once.
+            runtime.spawn(async move {
+                let _ = child.wait().await;
+            });
+        }
     }
 }
 
@@ -364,8 +380,12 @@ impl Command {
     ) -> Result<Ran, String> {
         let started = std::time::Instant::now();
         let mut child = command.spawn().map_err(|err| self.spawn_error(&err))?;
-        let mut guard = GroupGuard { pgid: child.id().and_then(|id| libc::pid_t::try_from(id).ok()) };
         let (input, stdout, stderr) = (child.stdin.take(), child.stdout.take(), child.stderr.take());
+        let pgid = child.id().and_then(|id| libc::pid_t::try_from(id).ok());
+        let mut process = Process { child: Some(child), group: Group { pgid } };
+        let Process { child: Some(child), group } = &mut process else {
+            return Err(format!("`{}` started but cannot be waited for", self.name));
+        };
         let max = self.max_bytes;
         let io = async {
             let write = async {
@@ -379,7 +399,7 @@ impl Command {
                 let status = child.wait().await;
                 // Whatever it left running is killed now; that also closes
                 // their copies of the pipes, so the reads below end.
-                guard.kill();
+                group.kill();
                 status
             };
             let (status, (), out, err) =
@@ -393,7 +413,7 @@ impl Command {
                 Ok(Ran { status, stdout, stderr })
             }
             Err(_) => {
-                guard.kill();
+                group.kill();
                 // SIGKILL cannot be caught: this reaps it at once.
                 let _ = child.wait().await;
                 tracing::debug!(program = %self.name, timeout = ?self.timeout, "command timed out");
