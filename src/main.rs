@@ -673,7 +673,9 @@ fn print_answer(answer: Answer) -> ExitCode {
 
 /// Prints `value` as JSON, secrets from `${VAR}` hidden (see `diag::redact`).
 fn print_json(value: &Value) {
-    println!("{}", carte::diag::redact(&serde_json::to_string_pretty(value).unwrap_or_default()));
+    // A closed stdout (`carte list … | head`) ends the output, not carte with a panic.
+    let text = serde_json::to_string_pretty(value).unwrap_or_default();
+    let _ = std::io::Write::write_all(&mut std::io::stdout(), format!("{}\n", carte::diag::redact(&text)).as_bytes());
 }
 
 /// stderr for `tracing`, with secrets from `${VAR}` hidden: each event is

@@ -265,3 +265,42 @@ fn a_missing_program_is_a_check_error_at_argv_0() {
     assert_eq!(code, Some(1), "{stderr}");
     assert!(stderr.contains("c.yaml:7:25: error: program `no-such-program-carte` not found on PATH"), "{stderr}");
 }
+
+/// `carte call` on the shipped shell-tools example: the result's text.
+fn example(tool: &str, args: &[&str]) -> (bool, String) {
+    let catalog = common::repo_root().join("examples/shell-tools/catalog.yaml");
+    let mut rest = vec![tool];
+    rest.extend_from_slice(args);
+    let (_, result, stderr) = run_cli("call", &catalog, &rest, &[]);
+    assert!(result.is_object(), "no result; stderr: {stderr}");
+    (result["isError"] == true, text(&result))
+}
+
+#[test]
+fn the_shell_tools_example_checks_clean_and_runs() {
+    let catalog = common::repo_root().join("examples/shell-tools/catalog.yaml");
+    let (code, _, stderr) = run_cli("check", &catalog, &[], &[]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stderr.ends_with("catalog.yaml: ok\n") && !stderr.contains("warning"), "{stderr}");
+    assert_eq!(example("list_notes", &[]), (false, "ideas.md\nops.md\nstandup.md".to_owned()));
+    assert_eq!(
+        example("search_notes", &["text=RETRY"]),
+        (
+            false,
+            "./ideas.md:4:- Retry queue: back off exponentially, give up after a day.\n\
+             ./standup.md:3:- Ana: finished the invoice export; starts on the retry queue."
+                .to_owned()
+        )
+    );
+    assert_eq!(example("search_notes", &["text=-rf ."]), (false, "no note mentions “-rf .”".to_owned()));
+    assert_eq!(example("read_note", &["name=ops.md", "lines=1"]), (false, "# Ops\n".to_owned()));
+    let (failed, out) = example("read_note", &["name=../catalog.yaml"]);
+    assert!(failed && out.starts_with("invalid arguments for tool `read_note`"), "{out}");
+    assert_eq!(
+        example("count_words", &["text=héllo wörld\ntwo"]),
+        (false, "lines: 1, words: 3, characters: 15".to_owned())
+    );
+    assert_eq!(example("sort_lines", &["text=b\na\nb", "unique=true"]), (false, "a\nb\n".to_owned()));
+    let (failed, now) = example("utc_now", &[]);
+    assert!(!failed && now.len() == 20 && now.ends_with('Z'), "{now}");
+}

@@ -40,7 +40,8 @@ pub struct CommandSpec {
     /// The program and its arguments. `argv[0]` is written as is (never a template): a name found
     /// on PATH when the catalog loads, or a path containing `/`, relative to this file. Each other
     /// element is a template rendered to exactly one argument (never split, never a shell).
-    pub argv: Vec<String>,
+    /// Numbers and booleans are passed as YAML reads them (`[head, -n, 5]`); quote one to keep its exact text.
+    pub argv: Vec<Scalar>,
     /// What the program reads on its standard input (a template); without it, `/dev/null`.
     #[serde(default)]
     pub stdin: Option<String>,
@@ -49,7 +50,7 @@ pub struct CommandSpec {
     pub cwd: Option<String>,
     /// Its environment besides PATH (carte's): the program sees exactly these. Values may be templates.
     #[serde(default)]
-    pub env: IndexMap<String, EnvValue>,
+    pub env: IndexMap<String, Scalar>,
     /// How long it may run before its whole process group is killed (`500ms`, `5s`, `1m`; default
     /// `30s`, at most `1h`). A cancelled call kills it too.
     #[serde(default)]
@@ -63,16 +64,28 @@ pub struct CommandSpec {
     pub max_bytes: Option<u64>,
 }
 
-/// A value of `env`: text (a template) or a number or boolean, passed as written.
+/// An element of `argv` or a value of `env`: text (a template), or a number
+/// or boolean, passed as text.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(untagged)]
-pub enum EnvValue {
+pub enum Scalar {
     /// Text, a template.
     Text(String),
     /// A number.
     Number(serde_json::Number),
     /// `true` or `false`.
     Bool(bool),
+}
+
+impl Scalar {
+    /// Its text, and whether it was written as text (a template).
+    fn text(&self) -> (String, bool) {
+        match self {
+            Scalar::Text(text) => (text.clone(), true),
+            Scalar::Number(number) => (number.to_string(), false),
+            Scalar::Bool(flag) => (flag.to_string(), false),
+        }
+    }
 }
 
 /// How long a program may run when the catalog does not say.
@@ -129,13 +142,14 @@ impl Kind for Command {
         let parent = file.parent().filter(|parent| !parent.as_os_str().is_empty()).unwrap_or(Path::new("."));
         let folder = std::path::absolute(parent).unwrap_or_else(|_| parent.to_path_buf());
         let mut ok = true;
-        let program = match spec.argv.first() {
+        let argv: Vec<(String, bool)> = spec.argv.iter().map(Scalar::text).collect();
+        let program = match argv.first() {
             None => {
                 check.error("command-argv", "/run/command/argv", "`argv` is empty").hint =
                     Some("name the program first, then its arguments: `argv: [wc, -l]`".to_owned());
                 None
             }
-            Some(first) => find_program(first, &folder, &shown, check),
+            Some((first, _)) => find_program(first, &folder, &shown, check),
         };
         ok &= program.is_some();
         let mut templates = Vec::new();
@@ -148,8 +162,13 @@ impl Kind for Command {
             Some(Part::Template(templates.len() - 1))
         };
         let mut args = Vec::new();
-        for (idx, source) in spec.argv.iter().enumerate().skip(1) {
-            match part(check, &format!("/run/command/argv/{idx}"), source) {
+        for (idx, (source, text)) in argv.iter().enumerate().skip(1) {
+            let arg = if *text {
+                part(check, &format!("/run/command/argv/{idx}"), source)
+            } else {
+                Some(Part::Literal(source.clone()))
+            };
+            match arg {
                 Some(arg) => args.push(arg),
                 None => ok = false,
             }
@@ -170,9 +189,9 @@ impl Kind for Command {
                 continue;
             }
             let value = match value {
-                EnvValue::Text(text) => part(check, &pointer, text),
-                EnvValue::Number(number) => Some(Part::Literal(number.to_string())),
-                EnvValue::Bool(flag) => Some(Part::Literal(flag.to_string())),
+                Scalar::Text(text) => part(check, &pointer, text),
+                Scalar::Number(number) => Some(Part::Literal(number.to_string())),
+                Scalar::Bool(flag) => Some(Part::Literal(flag.to_string())),
             };
             match value {
                 Some(value) => env.push((name.clone(), value)),
@@ -221,7 +240,7 @@ impl Kind for Command {
         };
         Some(Command {
             program,
-            name: spec.argv[0].clone(),
+            name: argv.first().map(|(name, _)| name.clone()).unwrap_or_default(),
             args,
             stdin,
             cwd,
