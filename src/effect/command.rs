@@ -68,6 +68,7 @@ pub struct CommandSpec {
 /// or boolean, passed as text.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(untagged)]
+#[schemars(title = "text, number or boolean")]
 pub enum Scalar {
     /// Text, a template.
     Text(String),
