@@ -202,7 +202,7 @@ fn init_logging(format: LogFormat) {
     use std::io::IsTerminal as _;
     use tracing_subscriber::layer::SubscriberExt as _;
     use tracing_subscriber::util::SubscriberInitExt as _;
-    let logs = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_target(false);
+    let logs = tracing_subscriber::fmt::layer().with_writer(|| RedactedStderr(std::io::stderr())).with_target(false);
     // A client that leaves is not an error (see `server::logs`).
     let base = tracing_subscriber::registry().with(filter).with(carte::server::logs::ClientGone);
     match format {
@@ -671,6 +671,26 @@ fn print_answer(answer: Answer) -> ExitCode {
     }
 }
 
+/// Prints `value` as JSON, secrets from `${VAR}` hidden (see `diag::redact`).
 fn print_json(value: &Value) {
-    println!("{}", serde_json::to_string_pretty(value).unwrap_or_default());
+    // A closed stdout (`carte list … | head`) ends the output, not carte with a panic.
+    let text = serde_json::to_string_pretty(value).unwrap_or_default();
+    let _ = std::io::Write::write_all(&mut std::io::stdout(), format!("{}\n", carte::diag::redact(&text)).as_bytes());
+}
+
+/// stderr for `tracing`, with secrets from `${VAR}` hidden: each event is
+/// formatted whole and written in one call, so a secret is never split
+/// across two writes.
+struct RedactedStderr(std::io::Stderr);
+
+impl std::io::Write for RedactedStderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let text = String::from_utf8_lossy(buf);
+        self.0.write_all(carte::diag::redact(&text).as_bytes())?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()
+    }
 }

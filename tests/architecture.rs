@@ -37,7 +37,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("resource", &["catalog", "effect", "render"]),
     ("content", &["catalog", "render", "resource"]),
     ("prompt", &["catalog", "content", "render"]),
-    ("run", &["catalog", "content", "duration", "effect", "render"]),
+    ("run", &["catalog", "content", "diag", "duration", "effect", "render"]),
     ("server", &["catalog", "content", "prompt", "render", "resource", "run", "uri_template"]),
     ("reload", &["catalog", "diag", "server"]),
 ];

@@ -714,7 +714,9 @@ pub struct EnvProblem {
 }
 
 /// Expands `${VAR}`, `${VAR:-default}` and `${VAR:?message}` in `text`;
-/// `$${` stands for a literal `${`.
+/// `$${` stands for a literal `${`. Each value taken from the environment
+/// is remembered as a secret ([`crate::diag::remember_secret`]): it is
+/// never printed or logged as is from then on.
 pub fn expand_str(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, EnvProblem> {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
@@ -756,7 +758,11 @@ pub fn expand_str(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<St
         }
         let current = env(name).filter(|v| !v.is_empty());
         match (current, op) {
-            (Some(v), _) => out.push_str(&v),
+            (Some(v), _) => {
+                // From the environment (not a `:-` default): a secret from now on.
+                crate::diag::remember_secret(name, &v);
+                out.push_str(&v);
+            }
             (None, Some(op)) if op.starts_with(":-") => out.push_str(&op[2..]),
             (None, Some(op)) if op.starts_with(":?") => {
                 let message = op[2..].trim();

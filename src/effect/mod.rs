@@ -1,4 +1,4 @@
-//! Effects: what a tool does before its result renders (`sql`, `http`).
+//! Effects: what a tool does before its result renders (`sql`, `http`, `command`).
 //!
 //! Each effect is one module that owns everything about it: its keys in
 //! the catalog format (a serde spec, from which `carte schema` is derived),
@@ -16,6 +16,7 @@
 //! inside the statement's transaction and commits only if `finish`
 //! succeeded (see `sql::engine::Database::transact`).
 
+pub mod command;
 pub mod http;
 pub mod sql;
 
@@ -275,8 +276,10 @@ effects! {
     sql: sql::Sql(sql::SqlSpec),
     /// Sends one HTTP request to an `apis` entry; the answer is `status`, `headers`, `body` and `json` in the result template.
     http: http::Http(http::HttpSpec),
+    /// Runs a program (never a shell); its `stdout`, `stderr` and `exit_code` are in the result template.
+    command: command::Command(command::CommandSpec),
 }
 
 /// Effects the catalog format names; those not in [`KEYS`] are not in this
 /// version of carte, and a catalog that uses one is told so.
-pub const PLANNED: &[&str] = &["command", "sql"];
+pub const PLANNED: &[&str] = &["command", "http", "sql"];

@@ -74,10 +74,25 @@ pub async fn call(
         // A cancelled call drops its effect, which stops its work (an SQL
         // statement) and rolls back a write whose result was rendering.
         Ok(()) => tokio::select! {
-            outcome = finish(catalog, tool, arguments, context, client) => Ok(outcome),
+            outcome = finish(catalog, tool, arguments, context, client) => Ok(redact_error(outcome)),
             () = client.until_cancelled() => Err(Cancelled),
         },
     }
+}
+
+/// An error result with secrets from `${VAR}` hidden: an effect's error
+/// (a URL, a program's stderr) may quote one.
+fn redact_error(mut outcome: ToolOutcome) -> ToolOutcome {
+    if outcome.is_error {
+        for block in &mut outcome.blocks {
+            if let Output::Text(text) = block
+                && let std::borrow::Cow::Owned(redacted) = crate::diag::redact(text)
+            {
+                *text = redacted;
+            }
+        }
+    }
+    outcome
 }
 
 /// The arguments, if they satisfy `inputSchema`; else what the error result says.

@@ -1,0 +1,675 @@
+//! The `command` effect: runs a program, never a shell. It owns the keys of
+//! `run.command` (`argv`, `stdin`, `cwd`, `env`, `timeout`, `okExitCodes`,
+//! `maxBytes`), their load-time checks (the program is found at load, on
+//! PATH or beside the catalog; `cwd` exists; each template is checked
+//! against the tool's arguments) and the run.
+//!
+//! A run renders each argument to exactly one `argv` element (no splitting,
+//! no quoting: `a b; rm -rf /` stays one argument), starts the program in
+//! its own process group with an environment of PATH plus `env` only, feeds
+//! it `stdin` (or `/dev/null`), and reads stdout and stderr together, each
+//! kept up to `maxBytes` (the rest is read and dropped, so a chatty program
+//! still finishes and its exit code means what it says). stderr lines are
+//! also sent to the client as log messages, a bounded number per call.
+//!
+//! The process group is killed (SIGKILL) by a guard: on timeout, when the
+//! call's future is dropped (a cancelled call), and once the program has
+//! exited (whatever it left running in the background). The program itself
+//! is always reaped: by the run, or by tokio's orphan reaper when the
+//! future was dropped.
+
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use indexmap::IndexMap;
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Map, Value};
+use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
+
+mod load;
+
+use load::{Shown, check_cwd, check_timeout, find_program};
+
+use super::{Call, Check, Failure, Kind, Output, Sections, Template};
+use crate::diag::redact;
+use crate::duration::{DurationSpec, show_duration};
+
+/// The `command` effect.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[schemars(title = "command effect")]
+pub struct CommandSpec {
+    /// The program and its arguments. `argv[0]` is written as is (never a template): a name found
+    /// on PATH when the catalog loads, or a path containing `/`, relative to this file. Each other
+    /// element is a template rendered to exactly one argument (never split, never a shell).
+    /// Numbers and booleans are passed as YAML reads them (`[head, -n, 5]`); quote one to keep its exact text.
+    pub argv: Vec<Scalar>,
+    /// What the program reads on its standard input (a template); without it, `/dev/null`.
+    #[serde(default)]
+    pub stdin: Option<String>,
+    /// The folder it runs in, relative to this file (default: this file's folder).
+    #[serde(default)]
+    pub cwd: Option<String>,
+    /// Its environment besides PATH (carte's): the program sees exactly these. Values may be templates.
+    #[serde(default)]
+    pub env: IndexMap<String, Scalar>,
+    /// How long it may run before its whole process group is killed (`500ms`, `5s`, `1m`; default
+    /// `30s`, at most `1h`). A cancelled call kills it too.
+    #[serde(default)]
+    pub timeout: Option<DurationSpec>,
+    /// The exit codes that mean success (default `[0]`); any other is an error result.
+    #[serde(default)]
+    pub ok_exit_codes: Option<Vec<i32>>,
+    /// The most bytes of stdout, and of stderr, the result keeps (default 1 MiB each, at most
+    /// 64 MiB); the rest is read and dropped, and the result says so.
+    #[serde(default)]
+    pub max_bytes: Option<u64>,
+}
+
+/// An element of `argv` or a value of `env`: text (a template), or a number
+/// or boolean, passed as text.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(untagged)]
+#[schemars(title = "text, number or boolean")]
+pub enum Scalar {
+    /// Text, a template.
+    Text(String),
+    /// A number.
+    Number(serde_json::Number),
+    /// `true` or `false`.
+    Bool(bool),
+}
+
+impl Scalar {
+    /// Its text, and whether it was written as text (a template).
+    fn text(&self) -> (String, bool) {
+        match self {
+            Scalar::Text(text) => (text.clone(), true),
+            Scalar::Number(number) => (number.to_string(), false),
+            Scalar::Bool(flag) => (flag.to_string(), false),
+        }
+    }
+}
+
+/// How long a program may run when the catalog does not say.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+/// The longest `timeout` a catalog may give.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(3600);
+/// Bytes of stdout, and of stderr, kept when the catalog does not say.
+pub const DEFAULT_MAX_BYTES: usize = 1 << 20;
+/// The largest `maxBytes` a catalog may give.
+pub const MAX_MAX_BYTES: u64 = 64 << 20;
+/// stderr lines sent to the client as log messages, per call.
+pub const MAX_LOG_LINES: usize = 100;
+/// Longest stderr line sent as a log message; a longer one is cut.
+pub const MAX_LOG_LINE_BYTES: usize = 2048;
+/// How much of stderr an error result quotes (its end, where programs say why they failed).
+pub const ERROR_STDERR_BYTES: usize = 2048;
+
+/// A piece of the command line: written text, or a template rendered per call.
+#[derive(Debug, Clone)]
+enum Part {
+    /// Used as written.
+    Literal(String),
+    /// The index of its template in [`Command::templates`].
+    Template(usize),
+}
+
+/// A tool's program, checked at load.
+pub struct Command {
+    /// Where the program was found at load.
+    program: PathBuf,
+    /// `argv[0]` as written: how messages and log lines name it.
+    name: String,
+    /// `argv[1..]`.
+    args: Vec<Part>,
+    stdin: Option<Part>,
+    cwd: PathBuf,
+    env: Vec<(String, Part)>,
+    timeout: Duration,
+    ok_exit_codes: Vec<i32>,
+    max_bytes: usize,
+    /// Every template, rendered in one trip per call.
+    templates: Vec<Template>,
+}
+
+impl Kind for Command {
+    const VARIABLES: &'static [&'static str] = &["exit_code", "stderr", "stdout"];
+
+    type Spec = CommandSpec;
+
+    fn check(spec: &CommandSpec, _sections: &Sections<'_>, check: &mut Check<'_>) -> Option<Command> {
+        // Paths are relative to the file the tool is written in.
+        let file = check.host.locate("/run/command").file;
+        let shown = Shown { file: &file, folder: file.parent().unwrap_or(Path::new("")) };
+        let parent = file.parent().filter(|parent| !parent.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let folder = std::path::absolute(parent).unwrap_or_else(|_| parent.to_path_buf());
+        let mut ok = true;
+        let argv: Vec<(String, bool)> = spec.argv.iter().map(Scalar::text).collect();
+        let program = match argv.first() {
+            None => {
+                check.error("command-argv", "/run/command/argv", "`argv` is empty").hint =
+                    Some("name the program first, then its arguments: `argv: [wc, -l]`".to_owned());
+                None
+            }
+            Some((first, _)) => find_program(first, &folder, &shown, check),
+        };
+        ok &= program.is_some();
+        let mut templates = Vec::new();
+        let mut part = |check: &mut Check<'_>, pointer: &str, source: &str| -> Option<Part> {
+            if !is_template(source) {
+                return Some(Part::Literal(source.to_owned()));
+            }
+            let template = check.template(pointer, source)?;
+            templates.push(template);
+            Some(Part::Template(templates.len() - 1))
+        };
+        let mut args = Vec::new();
+        for (idx, (source, text)) in argv.iter().enumerate().skip(1) {
+            let arg = if *text {
+                part(check, &format!("/run/command/argv/{idx}"), source)
+            } else {
+                Some(Part::Literal(source.clone()))
+            };
+            match arg {
+                Some(arg) => args.push(arg),
+                None => ok = false,
+            }
+        }
+        let stdin = spec.stdin.as_ref().and_then(|source| {
+            let stdin = part(check, "/run/command/stdin", source);
+            ok &= stdin.is_some();
+            stdin
+        });
+        let mut env = Vec::new();
+        for (name, value) in &spec.env {
+            let pointer = format!("/run/command/env/{}", name.replace('~', "~0").replace('/', "~1"));
+            if name.is_empty() || name.contains(['=', '\0']) {
+                check
+                    .error("command-env", &pointer, format!("`{name}` cannot be the name of an environment variable"))
+                    .hint = Some("a name has no `=` and is not empty, e.g. `LC_ALL`".to_owned());
+                ok = false;
+                continue;
+            }
+            let value = match value {
+                Scalar::Text(text) => part(check, &pointer, text),
+                Scalar::Number(number) => Some(Part::Literal(number.to_string())),
+                Scalar::Bool(flag) => Some(Part::Literal(flag.to_string())),
+            };
+            match value {
+                Some(value) => env.push((name.clone(), value)),
+                None => ok = false,
+            }
+        }
+        let cwd = check_cwd(spec.cwd.as_deref(), &folder, &shown, check);
+        ok &= cwd.is_some();
+        let timeout = match spec.timeout.as_ref().map(check_timeout) {
+            None => Some(DEFAULT_TIMEOUT),
+            Some(Ok(timeout)) => Some(timeout),
+            Some(Err(message)) => {
+                check.error("command-timeout", "/run/command/timeout", message).hint =
+                    Some("write a duration such as `5s` or `2m`, at most `1h`".to_owned());
+                None
+            }
+        };
+        ok &= timeout.is_some();
+        let ok_exit_codes = spec.ok_exit_codes.clone().unwrap_or_else(|| vec![0]);
+        if ok_exit_codes.is_empty() {
+            check
+                .error("command-exit-codes", "/run/command/okExitCodes", "`okExitCodes` is empty: every run would fail")
+                .hint =
+                Some("list the exit codes that mean success, e.g. `[0, 1]` for `grep` (1: nothing matched)".to_owned());
+            ok = false;
+        }
+        let max_bytes = match spec.max_bytes {
+            None => Some(DEFAULT_MAX_BYTES),
+            Some(bytes) if (1..=MAX_MAX_BYTES).contains(&bytes) => usize::try_from(bytes).ok(),
+            Some(bytes) => {
+                check
+                    .error(
+                        "command-max-bytes",
+                        "/run/command/maxBytes",
+                        format!("`maxBytes` of {bytes} is out of range"),
+                    )
+                    .hint =
+                    Some(format!("give a number of bytes from 1 to {MAX_MAX_BYTES} (64 MiB); the default is 1 MiB"));
+                None
+            }
+        };
+        ok &= max_bytes.is_some();
+        let (Some(program), Some(cwd), Some(timeout), Some(max_bytes), true) = (program, cwd, timeout, max_bytes, ok)
+        else {
+            return None;
+        };
+        Some(Command {
+            program,
+            name: argv.first().map(|(name, _)| name.clone()).unwrap_or_default(),
+            args,
+            stdin,
+            cwd,
+            env,
+            timeout,
+            ok_exit_codes,
+            max_bytes,
+            templates,
+        })
+    }
+
+    fn arguments_used(&self) -> &[String] {
+        // Its templates were checked, and count as using what they name.
+        &[]
+    }
+
+    async fn run<T, F, Fut>(&self, call: &dyn Call, _arguments: Map<String, Value>, finish: F) -> Result<T, Failure<T>>
+    where
+        F: FnOnce(Output) -> Fut,
+        Fut: Future<Output = Result<T, T>>,
+    {
+        let rendered = if self.templates.is_empty() {
+            Vec::new()
+        } else {
+            call.render(&self.templates).await.map_err(Failure::Failed)?
+        };
+        let text = |part: &Part| -> Result<String, String> {
+            match part {
+                Part::Literal(text) => Ok(text.clone()),
+                Part::Template(idx) => match rendered.get(*idx) {
+                    Some(Value::String(text)) => Ok(text.clone()),
+                    Some(other) => Ok(other.to_string()),
+                    None => Err("a template was not rendered".to_owned()),
+                },
+            }
+        };
+        let mut command = tokio::process::Command::new(&self.program);
+        for (idx, arg) in self.args.iter().enumerate() {
+            let arg = text(arg).map_err(Failure::Failed)?;
+            if arg.contains('\0') {
+                return Err(Failure::Failed(format!("argument {} of `{}` contains a NUL byte", idx + 1, self.name)));
+            }
+            command.arg(arg);
+        }
+        command.env_clear();
+        if let Some(path) = std::env::var_os("PATH") {
+            command.env("PATH", path);
+        }
+        for (name, value) in &self.env {
+            let value = text(value).map_err(Failure::Failed)?;
+            if value.contains('\0') {
+                return Err(Failure::Failed(format!("environment variable `{name}` contains a NUL byte")));
+            }
+            command.env(name, value);
+        }
+        let stdin = self.stdin.as_ref().map(text).transpose().map_err(Failure::Failed)?;
+        command
+            .current_dir(&self.cwd)
+            .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true);
+        let ran = self.spawn_and_wait(command, stdin, call).await.map_err(Failure::Failed)?;
+        let status = ran.status;
+        let exit_code = status.code();
+        if !exit_code.is_some_and(|code| self.ok_exit_codes.contains(&code)) {
+            return Err(Failure::Failed(redact(&self.failure(status, &ran.stderr)).into_owned()));
+        }
+        let mut notices = Vec::new();
+        for (stream, read) in [("stdout", &ran.stdout), ("stderr", &ran.stderr)] {
+            if read.total > read.kept.len() {
+                notices.push(format!(
+                    "[carte: `{}` wrote {} bytes to {stream}; this result was made from the first {} only]",
+                    self.name,
+                    read.total,
+                    read.kept.len()
+                ));
+            }
+        }
+        let variables = vec![
+            ("exit_code".to_owned(), exit_code.map_or(Value::Null, Value::from)),
+            ("stderr".to_owned(), Value::String(text_of(&ran.stderr.kept))),
+            ("stdout".to_owned(), Value::String(text_of(&ran.stdout.kept))),
+        ];
+        let notice = (!notices.is_empty()).then(|| notices.join("\n"));
+        finish(Output { variables, notice, changed: None })
+            .await
+            .map_err(|reason| Failure::Refused { reason, undone: None })
+    }
+}
+
+/// What a finished program gave.
+struct Ran {
+    status: ExitStatus,
+    stdout: Captured,
+    stderr: Captured,
+}
+
+/// One output stream: what was kept, and how much there was.
+#[derive(Debug, Default)]
+struct Captured {
+    kept: Vec<u8>,
+    total: usize,
+}
+
+/// A process group made for one run, killed (SIGKILL) at most once.
+struct Group {
+    pgid: Option<libc::pid_t>,
+}
+
+impl Group {
+    /// Kills the whole group now, once.
+    fn kill(&mut self) {
+        if let Some(pgid) = self.pgid.take() {
+            // SAFETY: killpg only sends a signal. The group is ours: it was
+            // made for the child (`process_group(0)`), and its id stays
+            // taken while the child is unreaped or any member lives.
+            let _ = unsafe { libc::killpg(pgid, libc::SIGKILL) };
+        }
+    }
+}
+
+/// A running program and its group: the one place that ends a run's
+/// processes. Dropped before the program was reaped (a cancelled call),
+/// it kills the group and leaves a task that reaps the program, so a
+/// dropped future leaks neither a process nor a zombie.
+struct Process {
+    child: Option<tokio::process::Child>,
+    group: Group,
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        self.group.kill();
+        let Some(mut child) = self.child.take() else { return };
+        if matches!(child.try_wait(), Ok(None))
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            // SIGKILL cannot be caught: this ends at once.
+            runtime.spawn(async move {
+                let _ = child.wait().await;
+            });
+        }
+    }
+}
+
+impl Command {
+    /// Starts the program, feeds it, reads it and waits for it, within the
+    /// timeout; its process group is gone when this returns or is dropped.
+    async fn spawn_and_wait(
+        &self,
+        mut command: tokio::process::Command,
+        stdin: Option<String>,
+        call: &dyn Call,
+    ) -> Result<Ran, String> {
+        let started = std::time::Instant::now();
+        let mut child = command.spawn().map_err(|err| self.spawn_error(&err))?;
+        let (input, stdout, stderr) = (child.stdin.take(), child.stdout.take(), child.stderr.take());
+        let pgid = child.id().and_then(|id| libc::pid_t::try_from(id).ok());
+        let mut process = Process { child: Some(child), group: Group { pgid } };
+        let Process { child: Some(child), group } = &mut process else {
+            return Err(format!("`{}` started but cannot be waited for", self.name));
+        };
+        let max = self.max_bytes;
+        let io = async {
+            let write = async {
+                if let (Some(mut input), Some(stdin)) = (input, stdin) {
+                    // A program that stops reading (`head -1`) closes the pipe: not an error.
+                    let _ = input.write_all(stdin.as_bytes()).await;
+                    let _ = input.shutdown().await;
+                }
+            };
+            let wait = async {
+                let status = child.wait().await;
+                // Whatever it left running is killed now; that also closes
+                // their copies of the pipes, so the reads below end.
+                group.kill();
+                status
+            };
+            let (status, (), out, err) =
+                tokio::join!(wait, write, read_capped(stdout, max), read_stderr(stderr, max, &self.name, call));
+            (status, out, err)
+        };
+        match tokio::time::timeout(self.timeout, io).await {
+            Ok((status, stdout, stderr)) => {
+                let status = status.map_err(|err| format!("could not wait for `{}`: {err}", self.name))?;
+                tracing::debug!(program = %self.name, ?status, elapsed = ?started.elapsed(), "command finished");
+                Ok(Ran { status, stdout, stderr })
+            }
+            Err(_) => {
+                group.kill();
+                // SIGKILL cannot be caught: this reaps it at once.
+                let _ = child.wait().await;
+                tracing::debug!(program = %self.name, timeout = ?self.timeout, "command timed out");
+                Err(format!(
+                    "`{}` did not finish within {} and was killed, with every process it started",
+                    self.name,
+                    show_duration(self.timeout)
+                ))
+            }
+        }
+    }
+
+    /// Why the program did not start.
+    fn spawn_error(&self, err: &std::io::Error) -> String {
+        match err.kind() {
+            std::io::ErrorKind::NotFound if !self.cwd.is_dir() => {
+                format!("could not start `{}`: its folder `{}` is gone", self.name, self.cwd.display())
+            }
+            std::io::ErrorKind::NotFound => format!(
+                "could not start `{}`: `{}` is gone (it was there when the catalog loaded)",
+                self.name,
+                self.program.display()
+            ),
+            _ => format!("could not start `{}` (`{}`): {err}", self.name, self.program.display()),
+        }
+    }
+
+    /// The error result of a run that exited with a code not in
+    /// `okExitCodes`, or was killed by a signal.
+    fn failure(&self, status: ExitStatus, stderr: &Captured) -> String {
+        use std::os::unix::process::ExitStatusExt as _;
+        let mut message = match (status.code(), status.signal()) {
+            (Some(code), _) => format!("`{}` exited with code {code}", self.name),
+            (None, Some(signal)) => format!("`{}` was killed by signal {signal} ({})", self.name, signal_name(signal)),
+            (None, None) => format!("`{}` ended with {status}", self.name),
+        };
+        let text = text_of(&stderr.kept);
+        let text = text.trim_end();
+        if text.is_empty() {
+            message.push_str(" and wrote nothing to stderr");
+        } else {
+            let tail = tail(text, ERROR_STDERR_BYTES);
+            let cut = if tail.len() < text.len() || stderr.total > stderr.kept.len() { "…" } else { "" };
+            message.push_str(&format!("; stderr:\n{cut}{tail}"));
+        }
+        message
+    }
+}
+
+/// Reads `stream` to its end, keeping its first `max` bytes and counting the rest.
+async fn read_capped(stream: Option<impl AsyncRead + Unpin>, max: usize) -> Captured {
+    let mut captured = Captured::default();
+    let Some(mut stream) = stream else { return captured };
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match stream.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => captured.push(&buf[..n], max),
+        }
+    }
+    captured
+}
+
+impl Captured {
+    /// Adds `bytes`, keeping at most `max` in all.
+    fn push(&mut self, bytes: &[u8], max: usize) {
+        let room = max.saturating_sub(self.kept.len());
+        self.kept.extend_from_slice(&bytes[..bytes.len().min(room)]);
+        self.total += bytes.len();
+    }
+}
+
+/// Reads stderr like [`read_capped`], and sends its lines to the client as
+/// log messages from `logger`: the first [`MAX_LOG_LINES`], each cut to
+/// [`MAX_LOG_LINE_BYTES`], then one saying how many more there were.
+async fn read_stderr(stream: Option<impl AsyncRead + Unpin>, max: usize, logger: &str, call: &dyn Call) -> Captured {
+    let mut captured = Captured::default();
+    let Some(mut stream) = stream else { return captured };
+    let mut lines = Lines::default();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = match stream.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        captured.push(&buf[..n], max);
+        for line in lines.feed(&buf[..n]) {
+            call.info(logger, redact(&line).into_owned()).await;
+        }
+    }
+    if let Some(line) = lines.finish() {
+        call.info(logger, redact(&line).into_owned()).await;
+    }
+    if lines.dropped > 0 {
+        let more = format!("[carte: {} more stderr lines were not sent as log messages]", lines.dropped);
+        call.info(logger, more).await;
+    }
+    captured
+}
+
+/// Splits a byte stream into lines to send, bounded in count and length.
+#[derive(Debug, Default)]
+struct Lines {
+    /// The line being read, up to [`MAX_LOG_LINE_BYTES`].
+    current: Vec<u8>,
+    /// Whether the line being read was longer than what is kept of it.
+    cut: bool,
+    /// Lines handed out so far.
+    sent: usize,
+    /// Lines past [`MAX_LOG_LINES`], counted only.
+    dropped: usize,
+}
+
+impl Lines {
+    /// The lines `bytes` completes (to send).
+    fn feed(&mut self, bytes: &[u8]) -> Vec<String> {
+        let mut out = Vec::new();
+        for piece in bytes.split_inclusive(|b| *b == b'\n') {
+            let (body, ended) = match piece.strip_suffix(b"\n") {
+                Some(body) => (body, true),
+                None => (piece, false),
+            };
+            let room = MAX_LOG_LINE_BYTES.saturating_sub(self.current.len());
+            self.cut |= body.len() > room;
+            self.current.extend_from_slice(&body[..body.len().min(room)]);
+            if ended {
+                out.extend(self.take());
+            }
+        }
+        out
+    }
+
+    /// The last line, if the stream did not end with a newline.
+    fn finish(&mut self) -> Option<String> {
+        if self.current.is_empty() && !self.cut { None } else { self.take() }
+    }
+
+    /// The line read so far, if it may still be sent.
+    fn take(&mut self) -> Option<String> {
+        let mut line = text_of(&std::mem::take(&mut self.current));
+        if std::mem::take(&mut self.cut) {
+            line.push('…');
+        }
+        if self.sent < MAX_LOG_LINES {
+            self.sent += 1;
+            Some(line)
+        } else {
+            self.dropped += 1;
+            None
+        }
+    }
+}
+
+/// Bytes as text: invalid UTF-8 (or a character cut at `maxBytes`) becomes U+FFFD.
+fn text_of(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// The last `max` bytes of `text` or fewer, starting at a character boundary.
+fn tail(text: &str, max: usize) -> &str {
+    let mut start = text.len().saturating_sub(max);
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    &text[start..]
+}
+
+/// The usual name of a signal.
+fn signal_name(signal: i32) -> &'static str {
+    match signal {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGILL => "SIGILL",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGALRM => "SIGALRM",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGXCPU => "SIGXCPU",
+        libc::SIGXFSZ => "SIGXFSZ",
+        _ => "see `kill -l`",
+    }
+}
+
+/// Whether `text` has template syntax (else it is used as written).
+fn is_template(text: &str) -> bool {
+    ["{{", "{%", "{#"].iter().any(|mark| text.contains(mark))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_are_split_across_reads_and_bounded() {
+        let mut lines = Lines::default();
+        assert_eq!(lines.feed(b"one\ntw"), vec!["one".to_owned()]);
+        assert_eq!(lines.feed(b"o\n\nthree"), vec!["two".to_owned(), String::new()]);
+        assert_eq!(lines.finish(), Some("three".to_owned()));
+        assert_eq!(lines.finish(), None);
+    }
+
+    #[test]
+    fn long_lines_are_cut_and_extra_lines_counted() {
+        let mut lines = Lines::default();
+        let long = vec![b'x'; MAX_LOG_LINE_BYTES * 3];
+        let sent = lines.feed(&[long.as_slice(), b"\n"].concat());
+        assert_eq!(sent.len(), 1);
+        assert_eq!(sent[0].len(), MAX_LOG_LINE_BYTES + '…'.len_utf8());
+        let many = "l\n".repeat(MAX_LOG_LINES * 2);
+        let sent = lines.feed(many.as_bytes());
+        assert_eq!(sent.len(), MAX_LOG_LINES - 1);
+        assert_eq!(lines.dropped, MAX_LOG_LINES + 1);
+    }
+
+    #[test]
+    fn captured_keeps_the_first_bytes_and_counts_all() {
+        let mut captured = Captured::default();
+        captured.push(b"hello ", 8);
+        captured.push(b"world", 8);
+        assert_eq!(captured.kept, b"hello wo");
+        assert_eq!(captured.total, 11);
+    }
+
+    #[test]
+    fn tail_starts_at_a_character_boundary() {
+        assert_eq!(tail("abc", 2), "bc");
+        assert_eq!(tail("éé", 3), "é");
+        assert_eq!(tail("ab", 10), "ab");
+    }
+}
