@@ -89,6 +89,10 @@ pub fn parse_target(url: &str) -> Result<Target, String> {
     if config.get_application_name().is_none() {
         config.application_name("carte");
     }
+    // `NOTICE: relation … already exists, skipping` from an idempotent
+    // `setup` is not worth a log line at every start.
+    let options = config.get_options().map_or_else(String::new, |o| format!("{o} "));
+    config.options(format!("{options}-c client_min_messages=warning"));
     Ok(Target { config, url: url.to_owned(), at, connect_timeout })
 }
 
@@ -587,7 +591,7 @@ fn serve_probe(
     while let Ok(job) = inbox.recv() {
         match job {
             Job::Batch(statements, reply) => {
-                let done = runtime.block_on(tokio::time::timeout(bound, client.batch_execute(&statements)));
+                let done = within(&runtime, bound, client.batch_execute(&statements));
                 let _ = reply.send(match done {
                     Ok(Ok(())) => Ok(()),
                     Ok(Err(err)) if err.code() == Some(&SqlState::QUERY_CANCELED) => Err(format!(
@@ -599,14 +603,14 @@ fn serve_probe(
                 });
             }
             Job::Check(statement, reply) => {
-                let checked = runtime.block_on(tokio::time::timeout(bound, check(&client, &statement)));
+                let checked = within(&runtime, bound, check(&client, &statement));
                 let _ = reply.send(checked.unwrap_or_else(|_| Err(Refusal { message: late(), at: None })));
             }
             Job::Names(reply) => {
-                let _ = reply.send(runtime.block_on(tokio::time::timeout(bound, names(&client))).unwrap_or_default());
+                let _ = reply.send(within(&runtime, bound, names(&client)).unwrap_or_default());
             }
             Job::Commit(reply) => {
-                let done = runtime.block_on(tokio::time::timeout(bound, client.batch_execute("COMMIT")));
+                let done = within(&runtime, bound, client.batch_execute("COMMIT"));
                 let _ = reply.send(match done {
                     Ok(Ok(())) => Ok(()),
                     Ok(Err(err)) => Err(reason(&err)),
@@ -616,9 +620,18 @@ fn serve_probe(
             }
         }
     }
-    if let Ok(Err(err)) = runtime.block_on(tokio::time::timeout(bound, client.batch_execute("ROLLBACK"))) {
+    if let Ok(Err(err)) = within(&runtime, bound, client.batch_execute("ROLLBACK")) {
         tracing::debug!("rolling back a check: {err}");
     }
+}
+
+/// Runs `work` on the probe's runtime, for at most `bound`.
+fn within<F: Future>(
+    runtime: &tokio::runtime::Runtime,
+    bound: Duration,
+    work: F,
+) -> Result<F::Output, tokio::time::error::Elapsed> {
+    runtime.block_on(async { tokio::time::timeout(bound, work).await })
 }
 
 /// Prepares `statement` inside a savepoint (a failure would end the
