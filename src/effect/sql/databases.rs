@@ -102,7 +102,7 @@ pub fn check_databases(
             Ok(target) => target,
             Err(message) => {
                 error(diagnostics, "database-url", url_location, format!("database `{name}`: {message}")).hint =
-                    Some(url_hint(&decl.spec.url));
+                    url_hint(&decl.spec.url);
                 continue;
             }
         };
@@ -182,13 +182,12 @@ pub fn check_databases(
     checked
 }
 
-/// What to do about a URL that does not read.
-fn url_hint(url: &str) -> String {
-    if url.starts_with("postgres") {
+/// What to do about a PostgreSQL URL that does not read (a SQLite one's
+/// message says it already).
+fn url_hint(url: &str) -> Option<String> {
+    url.starts_with("postgres").then(|| {
         "write `postgres://user:password@host:5432/database` (percent-encode special characters in the password), or `${DATABASE_URL}`".to_owned()
-    } else {
-        "write `sqlite:path/to/file.db` (beside this file), `\"sqlite::memory:\"` or `postgres://user@host:5432/database`".to_owned()
-    }
+    })
 }
 
 /// What to do about a PostgreSQL server that did not answer with `message`.
