@@ -337,3 +337,85 @@ fn serving_applies_setup_once_accepted() {
     let tables = db.query("SELECT count(*) FROM information_schema.tables WHERE table_name = 'orders'");
     assert_eq!(tables[0][0].as_deref(), Some("1"), "setup was committed at start-up");
 }
+
+#[test]
+fn a_cancelled_call_stops_its_statement_on_the_server() {
+    let Some(db) = postgres("cancel") else { return };
+    let dir = TempDir::new("pg-cancel");
+    let text = shop(&db.url, "").replace("timeout: 2s", "timeout: 1h").replace(
+        "SELECT item, qty, price, tags FROM orders WHERE",
+        "SELECT item, qty, price, tags, pg_sleep(3600) AS slept FROM orders WHERE",
+    );
+    let catalog = dir.write("catalog.yaml", &text);
+    let server = HttpServer::start(&catalog, &[], &[]);
+    let session = server.session();
+    db.query("INSERT INTO orders (item, qty) VALUES ('tea', 1)"); // pg_sleep runs once per row
+    let (addr, session2) = (server.addr, session.clone());
+    let slow = std::thread::spawn(move || {
+        let call =
+            json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "orders", "arguments": {}}});
+        // Any answer (or none) will do: the call is cancelled.
+        let _ = send(
+            addr,
+            "POST",
+            "/mcp",
+            &[("MCP-Protocol-Version", "2025-11-25"), ("Mcp-Session-Id", &session2)],
+            Some(&call),
+        );
+    });
+    let sleeping = || {
+        db.query(
+            "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%pg_sleep(3600)%' AND pid <> pg_backend_pid()",
+        )[0][0]
+            .clone()
+            .unwrap_or_default()
+    };
+    let deadline = Instant::now() + TIMEOUT;
+    while sleeping() != "1" {
+        assert!(Instant::now() < deadline, "the statement never started");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let cancel =
+        json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 7, "reason": "test"}});
+    let answer = server.post(Some(&session), &cancel);
+    assert!(answer.status == 202 || answer.status == 200, "{}", answer.status);
+    while sleeping() != "0" {
+        assert!(Instant::now() < deadline, "the cancelled statement still runs on the server");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(server);
+    let _ = slow.join();
+}
+
+#[test]
+fn the_example_tea_shop_runs() {
+    let Some(db) = postgres("example") else { return };
+    let catalog = common::repo_root().join("examples/postgres/catalog.yaml");
+    let env = [("SHOP_DATABASE_URL", db.url.as_str())];
+    let call = |tool: &str, args: Value| {
+        let (_, answer, stderr) = run_cli("call", &catalog, &[tool, "--json", &args.to_string()], &env);
+        let text = answer["content"][0]["text"].as_str().unwrap_or_else(|| panic!("{answer} {stderr}")).to_owned();
+        (answer["isError"] == true, text)
+    };
+    let (code, _, stderr) = run_cli("check", &catalog, &[], &env);
+    assert_eq!(code, Some(0), "{stderr}");
+    let (failed, text) = call("search_teas", json!({"tag": "floral"}));
+    assert!(!failed, "{text}");
+    assert!(text.contains("#1 Darjeeling First Flush (black) 14.5 EUR, 40 in stock [floral, light]"), "{text}");
+    assert!(!text.contains("Gyokuro"), "{text}");
+    let (failed, text) =
+        call("place_order", json!({"tea": 2, "quantity": 3, "customer": "Ada", "note": {"gift": "yes"}}));
+    assert!(!failed, "{text}");
+    assert!(text.starts_with("Order #1: 3 × Gyokuro for Ada, 63"), "{text}");
+    let (failed, text) = call("place_order", json!({"tea": 4, "quantity": 1, "customer": "Ada"}));
+    assert!(failed, "sold out: {text}");
+    let (failed, text) = call("order_status", json!({"order": 1}));
+    assert!(!failed && text.contains("open since") && text.contains(r#"note: {"gift": "yes"}"#), "{text}");
+    let (failed, text) = call("cancel_order", json!({"order": 1}));
+    assert!(!failed, "{text}");
+    assert_eq!(text, "Cancelled; Gyokuro is back to 12 in stock.");
+    let (failed, _) = call("cancel_order", json!({"order": 1}));
+    assert!(failed, "an order is cancelled once");
+    let stock = db.query("SELECT stock FROM teas WHERE name = 'Gyokuro'");
+    assert_eq!(stock[0][0].as_deref(), Some("12"));
+}
