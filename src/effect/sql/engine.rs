@@ -100,14 +100,14 @@ pub enum Target {
     /// A SQLite file (`None`: in memory).
     Sqlite(Option<PathBuf>),
     /// A PostgreSQL server.
-    Postgres(postgres::Target),
+    Postgres(Box<postgres::Target>),
 }
 
 /// Reads a database URL: `sqlite:…` (relative paths resolved against
 /// `base`) or `postgres://…`/`postgresql://…`.
 pub fn parse_url(url: &str, base: &Path) -> Result<Target, String> {
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-        return postgres::parse_target(url).map(Target::Postgres);
+        return postgres::parse_target(url).map(|target| Target::Postgres(Box::new(target)));
     }
     sqlite::parse_url(url, base).map(Target::Sqlite)
 }
@@ -132,7 +132,7 @@ pub enum Database {
     /// A SQLite file or in-memory database.
     Sqlite(Arc<sqlite::Database>),
     /// A PostgreSQL database, through a pool.
-    Postgres(postgres::Database),
+    Postgres(Box<postgres::Database>),
 }
 
 impl Database {
@@ -140,9 +140,8 @@ impl Database {
     pub fn new(name: &str, target: Target, options: Options) -> Result<Database, String> {
         match target {
             Target::Sqlite(path) => sqlite::Database::new(path).map(|db| Database::Sqlite(Arc::new(db))),
-            Target::Postgres(target) => {
-                postgres::Database::new(name, target, options.pool_max, options.read_only).map(Database::Postgres)
-            }
+            Target::Postgres(target) => postgres::Database::new(name, *target, options.pool_max, options.read_only)
+                .map(|db| Database::Postgres(Box::new(db))),
         }
     }
 
@@ -311,6 +310,7 @@ pub fn apply_setup(plans: &[SetupPlan<'_>]) -> Result<(), SetupFailure> {
     let mut pending: Vec<(usize, &postgres::Database, postgres::Probe)> = Vec::new();
     for (idx, plan) in plans.iter().enumerate() {
         let Database::Postgres(db) = plan.database else { continue };
+        let db: &postgres::Database = db;
         if db.applied().as_deref() == Some(plan.statements)
             || pending.iter().any(|(_, seen, _)| std::ptr::eq(*seen, db))
         {
