@@ -23,7 +23,6 @@
 
 use std::ops::Range;
 use std::str::FromStr;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, mpsc};
 use std::time::Duration;
 
@@ -130,8 +129,6 @@ pub struct Database {
     read_only: bool,
     /// The `setup` last committed (`None`: never, by this process).
     applied: Mutex<Option<Vec<String>>>,
-    /// Whether the last attempt to reach it worked.
-    reachable: AtomicBool,
 }
 
 impl std::fmt::Debug for Database {
@@ -156,15 +153,7 @@ impl Database {
             .recycle_timeout(Some(target.connect_timeout))
             .build()
             .map_err(|err| format!("cannot make a connection pool: {err}"))?;
-        Ok(Database {
-            name: name.to_owned(),
-            target,
-            pool,
-            pool_max,
-            read_only,
-            applied: Mutex::default(),
-            reachable: AtomicBool::new(true),
-        })
+        Ok(Database { name: name.to_owned(), target, pool, pool_max, read_only, applied: Mutex::default() })
     }
 
     /// Whether this database is declared so (a reload keeps it, with its pool).
@@ -203,7 +192,6 @@ impl Database {
         })
         .await
         .unwrap_or_else(|_| Err(format!("no answer within {}s", READY_TIMEOUT.as_secs())));
-        self.reachable.store(answered.is_ok(), Ordering::Relaxed);
         answered.map_err(|reason| self.unreachable(&reason))
     }
 
@@ -240,13 +228,16 @@ impl Database {
             attempts += 1;
             let mut session = match tokio::time::timeout_at(deadline, self.pool.get()).await {
                 Ok(Ok(client)) => Session::new(client),
-                Ok(Err(err)) => {
-                    self.reachable.store(false, Ordering::Relaxed);
-                    return fail(SqlError::Unreachable(self.unreachable(&pool_reason(&err))));
+                Ok(Err(err)) => return fail(SqlError::Unreachable(self.unreachable(&pool_reason(&err)))),
+                Err(_) => {
+                    return fail(SqlError::Other(format!(
+                        "all {} connections to database `{}` stayed busy for the whole timeout ({}); nothing was run",
+                        self.pool_max,
+                        self.name,
+                        crate::duration::show_duration(timeout)
+                    )));
                 }
-                Err(_) => return fail(SqlError::Timeout(timeout)),
             };
-            self.reachable.store(true, Ordering::Relaxed);
             let ran = tokio::time::timeout_at(deadline, run(session.client(), &translated, &arguments, &begin)).await;
             match ran {
                 Err(_) => return fail(SqlError::Timeout(timeout)), // the session cancels it
@@ -261,7 +252,6 @@ impl Database {
                         tracing::debug!("database `{}`: a pooled connection broke ({err}); trying another", self.name);
                         continue;
                     }
-                    self.reachable.store(false, Ordering::Relaxed);
                     return fail(SqlError::Unreachable(self.unreachable(&reason(&err))));
                 }
                 Ok(Err(Ran::Failed(err))) => {
