@@ -358,7 +358,9 @@ pub fn postgres(test: &str) -> Option<Postgres> {
             std::env::var("CARTE_REQUIRE_POSTGRES").map_or(true, |v| v != "1"),
             "CARTE_REQUIRE_POSTGRES=1 but CARTE_TEST_POSTGRES is not set: the PostgreSQL tests cannot run"
         );
-        eprintln!(
+        // Straight to stderr: the test harness captures `eprintln!`.
+        let _ = writeln!(
+            std::io::stderr(),
             "SKIP {test}: no PostgreSQL server (set CARTE_TEST_POSTGRES=postgres://user@127.0.0.1:PORT/postgres; .ci/run starts one)"
         );
         return None;
