@@ -4,6 +4,7 @@
 //! - `book_room` (an INSERT … RETURNING) and `room_bookings` (a SELECT of 10
 //!   rows), called over Streamable HTTP on the release binary by 1 and 64
 //!   sessions, each calling back to back on a keep-alive connection;
+//! - `ping` (no SQL) through carte the same way: carte's own cost;
 //! - the same statements from tokio-postgres through a deadpool pool of the
 //!   same size (8), by 1 and 64 tasks.
 //!
@@ -182,6 +183,9 @@ const CATALOG: &str = r#"databases:
       - CREATE TABLE IF NOT EXISTS bookings (id bigserial PRIMARY KEY, room text NOT NULL, who text NOT NULL, hours int4 NOT NULL, starts timestamptz NOT NULL DEFAULT now())
       - CREATE INDEX IF NOT EXISTS bookings_room ON bookings (room, id)
 tools:
+  - name: ping
+    description: No SQL at all, to show what carte's HTTP and MCP cost alone.
+    run: { text: pong }
   - name: book_room
     description: Books a room.
     inputSchema: { type: object, properties: { room: { type: string }, who: { type: string }, hours: { type: integer } }, required: [room, who, hours] }
@@ -212,6 +216,9 @@ fn main() {
     let server = start(&catalog, &url);
     // Some rows for the SELECT to read.
     through_carte(&server, "book_room", 1, Duration::from_millis(500));
+    for callers in [1, 64] {
+        through_carte(&server, "ping", callers, RUN_FOR);
+    }
     let mut ratios = Vec::new();
     for (tool, statement) in [("book_room", INSERT), ("room_bookings", SELECT)] {
         for callers in [1, 64] {
