@@ -228,6 +228,8 @@ fn fixtures_cover_every_diagnostic_code() {
         "server-in-include",
         "sql",
         "sql-parameter",
+        "sql-read-only",
+        "database-pool",
         "templates-folder",
         "templates-link",
         "template-syntax",

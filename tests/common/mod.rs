@@ -338,3 +338,80 @@ pub fn wait_bounded(child: &mut std::process::Child, what: &str) -> std::process
         std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+/// A PostgreSQL database of its own for one test, on the server named by
+/// `CARTE_TEST_POSTGRES` (`postgres://user@127.0.0.1:PORT/postgres`),
+/// dropped with this.
+pub struct Postgres {
+    /// The test database's URL.
+    pub url: String,
+    /// Its name.
+    pub name: String,
+    admin: String,
+}
+
+/// The test's own database, or `None` (with a loud SKIP line) when no server
+/// is configured; with `CARTE_REQUIRE_POSTGRES=1` (CI) a missing server fails.
+pub fn postgres(test: &str) -> Option<Postgres> {
+    let Some(admin) = std::env::var("CARTE_TEST_POSTGRES").ok().filter(|v| !v.is_empty()) else {
+        assert!(
+            std::env::var("CARTE_REQUIRE_POSTGRES").map_or(true, |v| v != "1"),
+            "CARTE_REQUIRE_POSTGRES=1 but CARTE_TEST_POSTGRES is not set: the PostgreSQL tests cannot run"
+        );
+        // Straight to stderr: the test harness captures `eprintln!`.
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIP {test}: no PostgreSQL server (set CARTE_TEST_POSTGRES=postgres://user@127.0.0.1:PORT/postgres; .ci/run starts one)"
+        );
+        return None;
+    };
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().subsec_nanos();
+    let name = format!(
+        "carte_{}_{}_{nanos}",
+        test.chars().filter(char::is_ascii_alphanumeric).take(20).collect::<String>(),
+        std::process::id()
+    );
+    postgres_admin(&admin, &format!("CREATE DATABASE {name}"));
+    let (base, _) = admin.rsplit_once('/').expect("CARTE_TEST_POSTGRES ends in /DATABASE");
+    Some(Postgres { url: format!("{base}/{name}"), name, admin })
+}
+
+impl Postgres {
+    /// Runs `sql` (simple protocol) on the test database; each row's columns as text.
+    pub fn query(&self, sql: &str) -> Vec<Vec<Option<String>>> {
+        postgres_run(&self.url, sql)
+    }
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        postgres_run(&self.admin, &format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name));
+    }
+}
+
+fn postgres_admin(url: &str, sql: &str) {
+    postgres_run(url, sql);
+}
+
+/// Runs `sql` on `url` with a client of its own, bounded by [`TIMEOUT`].
+pub fn postgres_run(url: &str, sql: &str) -> Vec<Vec<Option<String>>> {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        tokio::time::timeout(TIMEOUT, async {
+            let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.expect("connects");
+            tokio::spawn(connection);
+            let messages = client.simple_query(sql).await.unwrap_or_else(|err| panic!("{sql}: {err:?}"));
+            messages
+                .into_iter()
+                .filter_map(|m| match m {
+                    tokio_postgres::SimpleQueryMessage::Row(row) => {
+                        Some((0..row.len()).map(|i| row.get(i).map(str::to_owned)).collect())
+                    }
+                    _ => None,
+                })
+                .collect()
+        })
+        .await
+        .expect("PostgreSQL answered within the test's bound")
+    })
+}

@@ -57,14 +57,18 @@ impl Builder<'_> {
             scope.used.extend(effect.arguments_used().iter().cloned());
         }
         let assembled = self.assembled;
-        self.warn_unused(
-            ("tool", &spec.name),
-            properties.iter().map(String::as_str),
-            &scope,
-            errors_before,
-            |_, property| assembled.locate_key(origin, &format!("/inputSchema/properties/{property}")),
-            "use it in the result template or the SQL statement, or remove it",
-        );
+        // An effect that could not be checked (its database did not open)
+        // says nothing of which arguments it uses.
+        if effect.is_some() {
+            self.warn_unused(
+                ("tool", &spec.name),
+                properties.iter().map(String::as_str),
+                &scope,
+                errors_before,
+                |_, property| assembled.locate_key(origin, &format!("/inputSchema/properties/{property}")),
+                "use it in the result template or the SQL statement, or remove it",
+            );
+        }
         let structured = run.json == Some(true) || spec.output_schema.is_some();
         let mut wire = wire_head(&spec.name, spec.title.as_ref(), spec.description.as_ref());
         wire.insert("inputSchema".to_owned(), Value::Object(input_schema));

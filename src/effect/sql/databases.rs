@@ -1,6 +1,7 @@
-//! `databases:`: each entry's URL, timeout and `setup`, checked on a scratch
-//! copy of its schema without changing anything; and applying `setup` for
-//! real once a catalog is accepted.
+//! `databases:`: each entry's URL, timeout, pool and `setup`, checked on a
+//! scratch copy of its schema (SQLite) or in a transaction that is rolled
+//! back (PostgreSQL) without changing anything; and applying `setup` for real
+//! once a catalog is accepted.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -9,7 +10,7 @@ use std::sync::Arc;
 use indexmap::IndexMap;
 
 use super::DatabaseSpec;
-use super::engine::{self, Database, Probe, parse_url};
+use super::engine::{self, Database, Options, Probe, Target, parse_url};
 use crate::diag::{Diagnostic, Location};
 use crate::duration::{DurationSpec, show_duration};
 
@@ -26,6 +27,8 @@ pub struct DatabaseEntry {
     pub url_location: Location,
     /// How long one statement may run.
     pub timeout: std::time::Duration,
+    /// Whether its statements run in read-only transactions.
+    pub read_only: bool,
 }
 
 /// One `databases:` entry as declared.
@@ -77,29 +80,51 @@ pub fn check_databases(
                 continue;
             }
         };
-        let path = match parse_url(&decl.spec.url, &decl.base) {
-            Ok(path) => path,
+        let pool_max = match decl.spec.pool.as_ref().and_then(|pool| pool.max) {
+            None => engine::DEFAULT_POOL,
+            Some(max @ 1..=1000) => usize::try_from(max).unwrap_or(engine::DEFAULT_POOL),
+            Some(max) => {
+                let location = (decl.locate)("/pool/max");
+                let message = if max == 0 {
+                    format!("database `{name}`: a pool of 0 connections could run no statement")
+                } else {
+                    format!("database `{name}`: a pool of {max} connections is more than carte opens (1000)")
+                };
+                error(diagnostics, "database-pool", location, message).hint = Some(
+                    "`pool.max` is how many connections run statements at once: leave it out for 8, or write a number from 1 to 1000 (PostgreSQL allows 100 by default)"
+                        .to_owned(),
+                );
+                continue;
+            }
+        };
+        let options = Options { pool_max, read_only: decl.spec.read_only.unwrap_or(false) };
+        let target = match parse_url(&decl.spec.url, &decl.base) {
+            Ok(target) => target,
             Err(message) => {
-                error(diagnostics, "database-url", url_location, format!("database `{name}`: {message}"));
+                error(diagnostics, "database-url", url_location, format!("database `{name}`: {message}")).hint =
+                    url_hint(&decl.spec.url);
                 continue;
             }
         };
         let setup: Vec<String> =
             decl.spec.setup.as_ref().map(|s| s.list()).unwrap_or_default().into_iter().map(str::to_owned).collect();
-        // A reload keeps the database it replaces (open, with its rows) if
-        // the URL is the same: a file by its path, preferably under the same
-        // name; an in-memory database by its name.
+        // A reload keeps the database it replaces (open, with its rows, or
+        // its pool) if it is declared the same way: a file by its path,
+        // preferably under the same name; an in-memory database or a
+        // PostgreSQL one by its name.
         let taken = |db: &Arc<Database>| checked.entries.values().any(|e| Arc::ptr_eq(&e.database, db));
         let reused = previous.and_then(|previous| {
-            let candidates = || previous.iter().filter(|(_, e)| e.database.path == path && !taken(&e.database));
+            let candidates =
+                || previous.iter().filter(|(_, e)| e.database.serves(name, &target, options) && !taken(&e.database));
             candidates()
                 .find(|(old_name, _)| *old_name == name)
-                .or_else(|| path.is_some().then(|| candidates().next()).flatten())
+                .or_else(|| candidates().find(|(_, e)| e.database.is_file()))
                 .map(|(_, e)| e.database.clone())
         });
+        let is_postgres = matches!(target, Target::Postgres(_));
         let database = match reused {
             Some(database) => database,
-            None => match Database::new(path) {
+            None => match Database::new(name, target, options) {
                 Ok(database) => Arc::new(database),
                 Err(message) => {
                     error(
@@ -114,6 +139,11 @@ pub fn check_databases(
         };
         let mut probe = match database.probe(timeout) {
             Ok(probe) => probe,
+            Err(message) if is_postgres => {
+                error(diagnostics, "database-unreachable", url_location, format!("database `{name}`: {message}"))
+                    .hint = Some(unreachable_hint(&message));
+                continue;
+            }
             Err(message) => {
                 error(diagnostics, "database-open", url_location, format!("cannot open database `{name}`: {message}"));
                 continue;
@@ -144,23 +174,46 @@ pub fn check_databases(
             }
         }
         checked.probes.insert(name.to_owned(), probe);
-        checked
-            .entries
-            .insert(name.to_owned(), DatabaseEntry { database, setup, setup_locations, url_location, timeout });
+        checked.entries.insert(
+            name.to_owned(),
+            DatabaseEntry { database, setup, setup_locations, url_location, timeout, read_only: options.read_only },
+        );
     }
     checked
 }
 
-/// What to do about a `setup` statement that failed with SQLite's `message`.
+/// What to do about a PostgreSQL URL that does not read (a SQLite one's
+/// message says it already).
+fn url_hint(url: &str) -> Option<String> {
+    url.starts_with("postgres").then(|| {
+        "write `postgres://user:password@host:5432/database` (percent-encode special characters in the password), or `${DATABASE_URL}`".to_owned()
+    })
+}
+
+/// What to do about a PostgreSQL server that did not answer with `message`.
+fn unreachable_hint(message: &str) -> String {
+    if message.contains("password authentication") || message.contains("authentication") {
+        "check the user and password in `url` (they are never printed)".to_owned()
+    } else if message.contains("does not exist") {
+        "create that database first (`createdb`), or name one that exists in `url`".to_owned()
+    } else {
+        "carte checks every statement against the database when it loads: start PostgreSQL, or check the host and port in `url` (`connect_timeout=` in the URL sets how long carte waits, 5s by default)".to_owned()
+    }
+}
+
+/// What to do about a `setup` statement that failed with the database's `message`.
 fn setup_hint(message: &str) -> String {
     if message.contains("syntax error")
         || message.contains("incomplete input")
         || message.contains("unrecognized token")
     {
         "SQLite cannot read this statement: check the spelling of the word it names, and that every bracket and quote is closed".to_owned()
-    } else if message.contains("already exists") || message.contains("UNIQUE constraint") {
-        "setup runs at every start and at each reload that changes it, so it must succeed where it already ran: write CREATE TABLE IF NOT EXISTS …, INSERT OR IGNORE …".to_owned()
-    } else if message.contains("no such") {
+    } else if message.contains("already exists")
+        || message.contains("UNIQUE constraint")
+        || message.contains("duplicate key")
+    {
+        "setup runs at every start and at each reload that changes it, so it must succeed where it already ran: write CREATE TABLE IF NOT EXISTS …, INSERT … ON CONFLICT DO NOTHING (SQLite: INSERT OR IGNORE …)".to_owned()
+    } else if message.contains("no such") || message.contains("does not exist") {
         "setup statements run in order: create a table before the statements that use it".to_owned()
     } else {
         "setup statements run in order, on a scratch copy of the database when the catalog is checked".to_owned()

@@ -6,11 +6,17 @@
 //! rendered; `params:` rendered first and bound beside the arguments).
 //! `read.rs` is `sql:` on resources: the same statement check (see
 //! [`prepare`]), read-only, run through the same `transact`. `engine.rs` is
-//! SQLite itself.
+//! the engine-neutral `Database` (`transact`, `Probe`, `apply_setup`) over
+//! `sqlite.rs` and `postgres.rs` (with `named.rs`, `:name` → `$n`, and
+//! `pg_values.rs`, JSON ↔ PostgreSQL types).
 
 mod databases;
 pub mod engine;
+mod named;
+mod pg_values;
+mod postgres;
 mod read;
+mod sqlite;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,7 +27,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 pub use databases::{Checked, DatabaseEntry, Declared, apply_setup, check_databases};
-use engine::{Aborted, Database, MAX_ROWS, Probe, Rows};
+use engine::{Aborted, Database, MAX_ROWS, Prepared, Probe, Refusal, Rows};
 pub use read::{Query, ReadSpec};
 
 use super::{Call, Check, Failure, Kind, Output, Sections, Template};
@@ -33,7 +39,9 @@ use crate::duration::DurationSpec;
 #[serde(deny_unknown_fields)]
 #[schemars(title = "database")]
 pub struct DatabaseSpec {
-    /// `sqlite:path/to/file.db` (relative to this file) or `"sqlite::memory:"` (quoted: it ends in a colon).
+    /// `sqlite:path/to/file.db` (relative to this file), `"sqlite::memory:"` (quoted: it ends in a
+    /// colon) or `postgres://user:password@host:5432/name` (e.g. `${SHOP_DATABASE_URL}`; TLS is not
+    /// supported yet: `sslmode=disable`; `connect_timeout=5` by default).
     pub url: String,
     /// Statements run in order, in one transaction, once the catalog is accepted (at start-up and
     /// on each reload that changes them); they must be idempotent (`CREATE TABLE IF NOT EXISTS …`).
@@ -43,6 +51,24 @@ pub struct DatabaseSpec {
     /// most `1h`). A cancelled call stops its statement too.
     #[serde(default)]
     pub timeout: Option<DurationSpec>,
+    /// PostgreSQL: the connection pool (`max`: most connections at once, default 8). SQLite
+    /// ignores it (one connection).
+    #[serde(default)]
+    pub pool: Option<PoolSpec>,
+    /// `true`: statements run in read-only transactions (a statement that writes is refused:
+    /// by `carte check` on SQLite, by PostgreSQL when it runs). Default `false`.
+    #[serde(default, rename = "readOnly")]
+    pub read_only: Option<bool>,
+}
+
+/// A PostgreSQL connection pool.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(title = "connection pool")]
+pub struct PoolSpec {
+    /// Most connections open at once (default 8, at most 1000); calls beyond wait for one.
+    #[serde(default)]
+    pub max: Option<u64>,
 }
 
 /// One SQL statement or a list of them.
@@ -123,7 +149,20 @@ impl Kind for Sql {
             )
         };
         let bind = Bindable { names: &bindable, what, missing: &missing };
-        let (entry, params) = prepare(&sql.database, &sql.statement, "/run/sql", &bind, sections, check)?;
+        let (entry, Prepared { params, writes }) =
+            prepare(&sql.database, &sql.statement, "/run/sql", &bind, sections, check)?;
+        if entry.read_only && writes == Some(true) {
+            check
+                .error(
+                    "sql-read-only",
+                    "/run/sql/statement",
+                    format!("statement writes, but database `{}` is `readOnly: true`", sql.database),
+                )
+                .hint = Some(
+                "use a statement that only reads, or declare another database entry without `readOnly`".to_owned(),
+            );
+            return None;
+        }
         for (name, _) in sql.params.iter().flatten() {
             if !params.contains(name) && !check.arguments.contains(name) {
                 let location = check.host.locate_key(&format!("/run/sql/params/{name}"));
@@ -242,7 +281,7 @@ pub(crate) fn prepare<'s>(
     bind: &Bindable<'_>,
     sections: &Sections<'s>,
     check: &mut Check<'_>,
-) -> Option<(&'s DatabaseEntry, Vec<String>)> {
+) -> Option<(&'s DatabaseEntry, Prepared)> {
     let databases = sections.databases;
     let (Some(entry), Some(probe)) = (databases.entries.get(database), databases.probes.get(database)) else {
         if databases.declared.iter().any(|name| name == database) || (sections.left_out)("databases", database) {
@@ -261,9 +300,9 @@ pub(crate) fn prepare<'s>(
     };
     let pointer = format!("{at}/statement");
     match probe.check(statement) {
-        Ok(params) => {
+        Ok(prepared) => {
             let mut ok = true;
-            for param in &params {
+            for param in &prepared.params {
                 if !bind.names.contains(param) {
                     let hint = match did_you_mean(param, bind.names.iter().map(String::as_str)) {
                         Some(close) => format!("did you mean `:{close}`?"),
@@ -279,11 +318,14 @@ pub(crate) fn prepare<'s>(
                     ok = false;
                 }
             }
-            ok.then_some((entry, params))
+            ok.then_some((entry, prepared))
         }
-        Err(message) => {
+        Err(Refusal { message, at: place }) => {
             let hint = if message.contains("positional") {
                 format!("name each parameter after {}, e.g. `WHERE id = :id`", bind.what)
+            } else if message.contains("could not determine data type of parameter") {
+                "PostgreSQL cannot tell this parameter's type from where it is used: cast it, e.g. `:name::text`"
+                    .to_owned()
             } else {
                 misspelt_name(&message, probe).map_or_else(
                     || "it is checked against the database after `setup` ran; check table and column names".to_owned(),
@@ -291,7 +333,7 @@ pub(crate) fn prepare<'s>(
                 )
             };
             let message = format!("statement does not prepare against database `{database}`: {message}");
-            let diagnostic = match unknown_name_at(&message, statement) {
+            let diagnostic = match place.or_else(|| unknown_name_at(&message, statement)) {
                 Some(range) => check.error_in("sql", (&pointer, statement, range), message),
                 None => check.error("sql", &pointer, message),
             };
@@ -307,8 +349,26 @@ pub(crate) fn prepare<'s>(
 /// Where the table or column SQLite did not find (`no such column: x`) is
 /// written in `statement`: its first occurrence as a whole word.
 fn unknown_name_at(message: &str, statement: &str) -> Option<std::ops::Range<usize>> {
-    let name = message.rsplit_once("no such column: ").or_else(|| message.rsplit_once("no such table: "))?.1.trim();
+    let (_, name) = unknown_name(message)?;
     whole_word_at(name, statement)
+}
+
+/// The kind (`column`, `table`) and name in SQLite's "no such column: x"
+/// or PostgreSQL's `column "x" does not exist` / `relation "x" does not exist`.
+fn unknown_name(message: &str) -> Option<(&'static str, &str)> {
+    if let Some((_, name)) = message.rsplit_once("no such column: ") {
+        return Some(("column", name.trim()));
+    }
+    if let Some((_, name)) = message.rsplit_once("no such table: ") {
+        return Some(("table", name.trim()));
+    }
+    let (head, _) = message.split_once(" does not exist")?;
+    for (word, kind) in [("column ", "column"), ("relation ", "table")] {
+        if let Some((_, name)) = head.rsplit_once(word) {
+            return Some((kind, name.trim().trim_matches('"')));
+        }
+    }
+    None
 }
 
 /// Where `name` is first written in `statement` as a whole word.
@@ -332,15 +392,9 @@ fn whole_word_at(name: &str, statement: &str) -> Option<std::ops::Range<usize>> 
 }
 
 fn misspelt_name(message: &str, probe: &Probe) -> Option<(&'static str, String)> {
+    let (kind, written) = unknown_name(message)?;
     let (tables, columns) = probe.names();
-    let (kind, written, candidates) = if let Some(column) = message.strip_prefix("no such column: ") {
-        ("column", column, columns)
-    } else if let Some(table) = message.strip_prefix("no such table: ") {
-        ("table", table, tables)
-    } else {
-        return None;
-    };
-    let written = written.trim();
+    let candidates = if kind == "column" { columns } else { tables };
     let (qualifier, name) = written.rsplit_once('.').map_or(("", written), |(q, n)| (q, n));
     let close = did_you_mean(name, candidates.iter().map(String::as_str))?;
     Some((kind, if qualifier.is_empty() { close.to_owned() } else { format!("{qualifier}.{close}") }))
@@ -360,5 +414,10 @@ mod tests {
         assert_eq!(at, Some(14..21));
         assert_eq!(unknown_name_at("near \"FORM\": syntax error", "SELECT * FORM t"), None);
         assert_eq!(unknown_name_at("no such column: gone", "SELECT 1"), None);
+        let statement = "SELECT o.nme FROM orders o";
+        let at = unknown_name_at(r#"column o.nme does not exist"#, statement).map(|r| &statement[r]);
+        assert_eq!(at, Some("o.nme"));
+        let at = unknown_name_at(r#"relation "ordrs" does not exist"#, "SELECT * FROM ordrs");
+        assert_eq!(at, Some(14..19));
     }
 }

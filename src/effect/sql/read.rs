@@ -64,24 +64,18 @@ impl Query {
         } else {
             Bindable { names: variables, what: "a variable of the URI template", missing: &templated }
         };
-        let (entry, params) = prepare(&spec.database, &spec.statement, "/sql", &bind, sections, check)?;
-        let probe = sections.databases.probes.get(&spec.database)?;
-        match probe.reads_only(&spec.statement) {
-            Ok(true) => {}
-            Ok(false) => {
-                let message =
-                    format!("a resource only reads, but this statement writes to database `{}`", spec.database);
-                check.error("sql-write", "/sql/statement", message).hint = Some(
-                    "a resource is read again whenever a tool writes; make the change with a tool (`run: { sql: … }`) and read it here with a `SELECT`"
-                        .to_owned(),
-                );
-                return None;
-            }
-            Err(message) => {
-                check.error("sql", "/sql/statement", message);
-                return None;
-            }
+        let (entry, prepared) = prepare(&spec.database, &spec.statement, "/sql", &bind, sections, check)?;
+        // SQLite tells at load whether a statement writes; PostgreSQL's
+        // statement that writes is rolled back when it runs (see `Query::rows`).
+        if prepared.writes == Some(true) {
+            let message = format!("a resource only reads, but this statement writes to database `{}`", spec.database);
+            check.error("sql-write", "/sql/statement", message).hint = Some(
+                "a resource is read again whenever a tool writes; make the change with a tool (`run: { sql: … }`) and read it here with a `SELECT`"
+                    .to_owned(),
+            );
+            return None;
         }
+        let params = prepared.params;
         Some(Query {
             database: entry.database.clone(),
             statement: spec.statement.clone(),
@@ -106,11 +100,16 @@ impl Query {
     /// future is dropped): its rows, or why it failed.
     pub async fn rows(&self, variables: Map<String, Value>) -> Result<Rows, String> {
         let read = self.database.transact(&self.statement, variables, self.timeout, |rows| async move {
-            Ok::<Rows, std::convert::Infallible>(rows)
+            // A statement that wrote (PostgreSQL cannot tell before it runs)
+            // is rolled back: a resource only reads.
+            if rows.wrote { Err(WROTE) } else { Ok(rows) }
         });
         read.await.map_err(|aborted| match aborted {
             Aborted::Statement(err) => err.to_string(),
-            Aborted::Refused { reason, .. } => match reason {},
+            Aborted::Refused { reason, .. } => reason.to_owned(),
         })
     }
 }
+
+/// Why a resource's statement that wrote gave no rows.
+const WROTE: &str = "the statement writes, and a resource only reads: it was rolled back, nothing was changed";

@@ -408,6 +408,22 @@ async fn readyz(State(state): State<Arc<AppState>>, request: Request) -> Respons
         (Some(_), _) if authorized(&state, &request) => true,
         (Some(_), _) => return unauthorized(),
     };
+    // Not ready while a PostgreSQL database of this catalog does not answer.
+    let databases = &snapshot.catalog.databases;
+    let answers = futures::future::join_all(databases.values().map(|entry| entry.database.ready())).await;
+    let down: serde_json::Map<String, serde_json::Value> = databases
+        .keys()
+        .zip(answers)
+        .filter_map(|(name, answer)| answer.err().map(|reason| (name.clone(), reason.into())))
+        .collect();
+    let unready = !down.is_empty();
+    if unready {
+        ready["status"] = json!("unready");
+        ready["unreachableDatabases"] = json!(down.keys().collect::<Vec<_>>());
+        if detailed {
+            ready["databaseErrors"] = serde_json::Value::Object(down);
+        }
+    }
     if detailed {
         let status = state.shared.reload_status();
         let last_reload = status.last_reload.and_then(|at| at.duration_since(UNIX_EPOCH).ok()).map(|at| at.as_secs());
@@ -420,6 +436,9 @@ async fn readyz(State(state): State<Arc<AppState>>, request: Request) -> Respons
         if let (Some(ready), serde_json::Value::Object(details)) = (ready.as_object_mut(), details) {
             ready.extend(details);
         }
+    }
+    if unready {
+        return (StatusCode::SERVICE_UNAVAILABLE, Json(ready)).into_response();
     }
     Json(ready).into_response()
 }
