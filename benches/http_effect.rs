@@ -209,6 +209,8 @@ fn through_carte(server: &Server, callers: usize, tool: &str, expect: &str) -> F
 
 /// `callers` tasks calling the upstream with one reqwest client, back to back.
 fn direct(runtime: &tokio::runtime::Runtime, upstream: SocketAddr, callers: usize) -> Figures {
+    // reqwest is built without a default TLS provider (carte installs ring).
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let client = reqwest::Client::builder().build().expect("a client");
     let url = format!("http://{upstream}/notes/7");
     runtime.block_on(async move {
