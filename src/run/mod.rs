@@ -1,9 +1,10 @@
 //! Running a tool: check the arguments against `inputSchema`, run the
 //! effect (if any), then render the result.
 //!
-//! Each effect is a module of [`crate::effect`] (`sql` now): it takes the
-//! arguments and gives the variables its result template sees (`rows` for
-//! `sql`). The result is rendered before the effect's work is final: `sql`
+//! Each effect is a module of [`crate::effect`] (`sql`, `http`, `command`):
+//! it takes the arguments (and renders its own templates through
+//! [`Running`], this call's [`effect::Call`]) and gives the variables its
+//! result template sees (`rows` for `sql`). The result is rendered before the effect's work is final: `sql`
 //! hands its rows to the render inside the statement's transaction
 //! ([`crate::effect::sql::engine::Database::transact`]) and commits only if
 //! the result succeeded, so a result that fails (`fail()`, a render error,
