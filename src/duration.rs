@@ -57,6 +57,20 @@ pub fn show_duration(duration: Duration) -> String {
     }
 }
 
+/// Reads a duration that bounds work (a `timeout`, a retry's `backoff`):
+/// more than zero, at most `max`. Errors name it as `what` (`a timeout`)
+/// and say what 0 would do (`zero`: `stop every statement`).
+pub fn positive_at_most(spec: &DurationSpec, max: Duration, what: &str, zero: &str) -> Result<Duration, String> {
+    let duration = Duration::from_millis(spec.millis()?);
+    if duration.is_zero() {
+        return Err(format!("{what} of 0 would {zero}"));
+    }
+    if duration > max {
+        return Err(format!("{what} of {} is longer than {}", show_duration(duration), show_duration(max)));
+    }
+    Ok(duration)
+}
+
 /// The longest a `sleep` step waits.
 pub const MAX_SLEEP: Duration = Duration::from_secs(10 * 60);
 

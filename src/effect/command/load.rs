@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::{MAX_TIMEOUT, is_template};
-use crate::duration::{DurationSpec, show_duration};
+use crate::duration::{DurationSpec, positive_at_most};
 use crate::effect::Check;
 
 /// Finds `argv[0]`: a path (with `/`) relative to `folder`, or a name on
@@ -93,12 +93,5 @@ pub(super) fn check_cwd(cwd: Option<&str>, folder: &Path, shown: &Shown<'_>, che
 
 /// A `timeout`: more than zero, at most [`MAX_TIMEOUT`].
 pub(super) fn check_timeout(spec: &DurationSpec) -> Result<Duration, String> {
-    let timeout = Duration::from_millis(spec.millis()?);
-    if timeout.is_zero() {
-        return Err("a timeout of 0 would kill every run".to_owned());
-    }
-    if timeout > MAX_TIMEOUT {
-        return Err(format!("a timeout of {} is longer than 1h", show_duration(timeout)));
-    }
-    Ok(timeout)
+    positive_at_most(spec, MAX_TIMEOUT, "a timeout", "kill every run")
 }

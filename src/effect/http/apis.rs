@@ -15,7 +15,7 @@ use super::{
     MAX_TIMEOUT, RetrySpec, escape_pointer, exchange::innermost,
 };
 use crate::diag::{Diagnostic, Location};
-use crate::duration::{DurationSpec, show_duration};
+use crate::duration::{DurationSpec, positive_at_most};
 
 /// An api of a catalog, checked, with its connection pool.
 pub struct Api {
@@ -250,17 +250,9 @@ fn check_retry(spec: &RetrySpec) -> Result<Retry, (String, String, &'static str)
     Ok(Retry { attempts: spec.attempts, on, backoff })
 }
 
-/// Reads a duration: more than zero, at most `max`.
+/// Reads a `timeout` or `backoff`: more than zero, at most `max`.
 pub(super) fn parse_timeout(spec: &DurationSpec, max: Duration) -> Result<Duration, String> {
-    let millis = spec.millis()?;
-    let duration = Duration::from_millis(millis);
-    if millis == 0 {
-        return Err("a duration of 0 would stop every call".to_owned());
-    }
-    if duration > max {
-        return Err(format!("{} is longer than {}", show_duration(duration), show_duration(max)));
-    }
-    Ok(duration)
+    positive_at_most(spec, max, "a duration", "stop every call")
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use indexmap::IndexMap;
 use super::DatabaseSpec;
 use super::engine::{self, Database, Options, Probe, Target, parse_url};
 use crate::diag::{Diagnostic, Location};
-use crate::duration::{DurationSpec, show_duration};
+use crate::duration::positive_at_most;
 
 /// A database of a catalog: loading checked its `setup` and statements on a
 /// scratch copy; [`apply_setup`] applies `setup` for real.
@@ -69,7 +69,12 @@ pub fn check_databases(
     for decl in declared {
         let name = decl.name;
         let url_location = (decl.locate)("/url");
-        let timeout = match decl.spec.timeout.as_ref().map(parse_timeout) {
+        let timeout = match decl
+            .spec
+            .timeout
+            .as_ref()
+            .map(|t| positive_at_most(t, engine::MAX_TIMEOUT, "a timeout", "stop every statement"))
+        {
             None => engine::DEFAULT_TIMEOUT,
             Some(Ok(timeout)) => timeout,
             Some(Err(message)) => {
@@ -218,19 +223,6 @@ fn setup_hint(message: &str) -> String {
     } else {
         "setup statements run in order, on a scratch copy of the database when the catalog is checked".to_owned()
     }
-}
-
-/// Reads a database's `timeout`: more than zero, at most an hour.
-fn parse_timeout(spec: &DurationSpec) -> Result<std::time::Duration, String> {
-    let millis = spec.millis()?;
-    let timeout = std::time::Duration::from_millis(millis);
-    if millis == 0 {
-        return Err("a timeout of 0 would stop every statement".to_owned());
-    }
-    if timeout > engine::MAX_TIMEOUT {
-        return Err(format!("a timeout of {} is longer than 1h", show_duration(timeout)));
-    }
-    Ok(timeout)
 }
 
 /// Reports an error and returns it, for its hint.
