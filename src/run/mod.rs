@@ -169,6 +169,10 @@ struct Running<'c> {
 
 impl effect::Call for Running<'_> {
     fn render<'a>(&'a self, templates: &'a [Template]) -> CallFuture<'a, Result<Vec<Value>, String>> {
+        if templates.iter().all(|template| template.inline) {
+            let rendered = templates.iter().map(|template| render_one(&self.catalog, template, &self.variables));
+            return Box::pin(std::future::ready(rendered.collect()));
+        }
         let (catalog, variables, templates) = (Arc::clone(&self.catalog), self.variables.clone(), templates.to_vec());
         Box::pin(async move {
             let rendered = render::off_thread(move || {
