@@ -1,7 +1,7 @@
 //! What the `http` effect costs, measured on the real binary over
 //! Streamable HTTP against a local upstream (axum, in this process):
 //!
-//! 1. `direct`: the upstream called with reqwest, no carte;
+//! 1. `direct`: the upstream called with reqwest from another thread, no carte;
 //! 2. `carte text`: a text-only tool (the MCP transport's own cost);
 //! 3. `carte http`: a tool whose `http` effect calls the upstream and
 //!    renders a field of its JSON answer.
@@ -71,8 +71,13 @@ fn through_carte(server: &Server, callers: usize, tool: &str, expect: &str) -> F
     figures(all, elapsed)
 }
 
-/// `callers` tasks calling the upstream with one reqwest client, back to back.
-fn direct(runtime: &tokio::runtime::Runtime, upstream: SocketAddr, callers: usize) -> Figures {
+/// `callers` tasks calling the upstream with one reqwest client, back to back,
+/// from a runtime of their own: like carte's calls, each request crosses from
+/// the caller's thread to the upstream's (on one runtime, a call and its
+/// answer could be served by one thread without a single wake-up, which
+/// would flatter the direct call and charge carte for the difference).
+fn direct(upstream: SocketAddr, callers: usize) -> Figures {
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime");
     // reqwest is built without a default TLS provider (carte installs ring).
     let _ = rustls::crypto::ring::default_provider().install_default();
     let client = reqwest::Client::builder().build().expect("a client");
@@ -133,7 +138,7 @@ tools:
     // Warm up: connections, pools, first compilations of templates.
     through_carte(&server, 4, "get_note", "note 7");
     for callers in [1, 64] {
-        let d = direct(&runtime, upstream, callers);
+        let d = direct(upstream, callers);
         print("direct", callers, &d);
         let text = through_carte(&server, callers, "plain", "note 7");
         print("carte text", callers, &text);
