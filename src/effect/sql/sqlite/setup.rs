@@ -1,0 +1,282 @@
+//! Loading without side effects, and `setup` once a catalog is accepted:
+//! [`Probe`] (a scratch copy of a database's schema where `setup` runs and
+//! statements are prepared inside a transaction never committed) and
+//! [`apply_setup`] (the real databases, one transaction per database,
+//! committed only if every setup succeeded).
+
+use std::path::Path;
+use std::sync::MutexGuard;
+use std::time::{Duration, Instant};
+
+use rusqlite::limits::Limit;
+use rusqlite::{Connection, OpenFlags};
+
+use super::{Database, bounded, lock};
+use crate::duration::show_duration;
+use crate::effect::sql::engine::SetupFailure;
+
+/// A scratch copy of a database's schema inside a transaction that is never
+/// committed, on which a catalog's `setup` runs and its statements are
+/// prepared. Dropping it throws everything away.
+pub struct Probe {
+    connection: Connection,
+    timeout: Duration,
+}
+
+impl Probe {
+    pub(super) fn new(schema: &[String], timeout: Duration) -> rusqlite::Result<Probe> {
+        let connection = Connection::open_in_memory()?;
+        // `ATTACH 'file'` would create a file: not while checking.
+        connection.set_limit(Limit::SQLITE_LIMIT_ATTACHED, 0)?;
+        // Tables first, then what depends on them; what cannot be copied (a
+        // virtual table of a module this build lacks) is left out, and the
+        // statements that use it are reported when they fail to prepare.
+        let mut pending: Vec<&String> = schema.iter().collect();
+        loop {
+            let before = pending.len();
+            pending.retain(|sql| connection.execute_batch(sql).is_err());
+            if pending.is_empty() || pending.len() == before {
+                break;
+            }
+        }
+        if !pending.is_empty() {
+            tracing::debug!("{} schema entries could not be copied for checking", pending.len());
+        }
+        connection.execute_batch("BEGIN")?;
+        Ok(Probe { connection, timeout })
+    }
+
+    /// Runs one `setup` statement (or several, separated by `;`), bounded by
+    /// the database's timeout.
+    pub fn run_setup(&mut self, statements: &str) -> Result<(), String> {
+        bounded(&mut self.connection, Instant::now() + self.timeout, None, |connection| {
+            connection.execute_batch(statements)
+        })
+        .map_err(|err| setup_message(&err, self.timeout, statements))
+    }
+
+    /// Prepares `statement` without running it: the names of its `:params`,
+    /// or SQLite's complaint (a wrong column or table name, a syntax error).
+    pub fn check(&self, statement: &str) -> Result<Vec<String>, String> {
+        let prepared = self.connection.prepare(statement).map_err(|err| tidy_message(&err.to_string(), statement))?;
+        let mut names = Vec::new();
+        for idx in 1..=prepared.parameter_count() {
+            match prepared.parameter_name(idx) {
+                Some(name) if name.starts_with([':', '@', '$']) => names.push(name[1..].to_owned()),
+                Some(name) => names.push(name.to_owned()),
+                None => return Err("positional `?` parameters are not supported; use `:name`".to_owned()),
+            }
+        }
+        Ok(names)
+    }
+
+    /// Whether `statement` writes (SQLite's `sqlite3_stmt_readonly`).
+    pub fn writes(&self, statement: &str) -> Option<bool> {
+        self.connection.prepare(statement).ok().map(|prepared| !prepared.readonly())
+    }
+
+    /// The tables and views of this database, and every column of them
+    /// (each name once), to suggest the name a statement meant.
+    pub fn names(&self) -> (Vec<String>, Vec<String>) {
+        let strings = |sql: &str, param: Option<&str>| -> Vec<String> {
+            let Ok(mut statement) = self.connection.prepare(sql) else { return Vec::new() };
+            let params: Vec<&dyn rusqlite::ToSql> = param.iter().map(|p| p as &dyn rusqlite::ToSql).collect();
+            statement
+                .query_map(params.as_slice(), |row| row.get::<_, String>(0))
+                .map(|rows| rows.filter_map(Result::ok).collect())
+                .unwrap_or_default()
+        };
+        let tables = strings("SELECT name FROM sqlite_schema WHERE type IN ('table', 'view') ORDER BY name", None);
+        let mut columns: Vec<String> = Vec::new();
+        for table in &tables {
+            for column in strings("SELECT name FROM pragma_table_info(?1)", Some(table)) {
+                if !columns.contains(&column) {
+                    columns.push(column);
+                }
+            }
+        }
+        (tables, columns)
+    }
+}
+
+/// One database of an accepted catalog and the `setup` it declares.
+pub struct SetupPlan<'a> {
+    /// The database.
+    pub database: &'a Database,
+    /// Its `setup` statements, in order.
+    pub statements: &'a [String],
+    /// Its per-statement timeout.
+    pub timeout: Duration,
+}
+
+/// Opens the databases of an accepted catalog (creating their files) and
+/// runs each `setup` that differs from the one last committed, in one
+/// transaction per database; the transactions are committed only once every
+/// setup succeeded. On failure nothing is committed, and a file this call
+/// created is removed again.
+pub fn apply_setup(plans: &[SetupPlan<'_>]) -> Result<(), SetupFailure> {
+    let mut pending: Vec<Pending<'_>> = Vec::new();
+    let mut seen: Vec<&Database> = Vec::new();
+    for (idx, plan) in plans.iter().enumerate() {
+        // The same database twice would wait for its own lock.
+        if seen.iter().any(|db| std::ptr::eq(*db, plan.database)) {
+            continue;
+        }
+        seen.push(plan.database);
+        let fail = |statement, message| SetupFailure { plan: idx, statement, message };
+        let mut guard = lock(&plan.database.connection);
+        let mut created = false;
+        if guard.is_none() {
+            created = plan.database.path.as_deref().is_some_and(|path| !path.exists());
+            let connection = open(plan.database.path.as_deref()).map_err(|err| fail(None, err));
+            if connection.is_err() && created {
+                remove_files(plan.database.path.as_deref());
+            }
+            *guard = Some(connection?);
+        }
+        let mut entry =
+            Pending { plan: idx, guard, database: plan.database, statements: plan.statements, created, begun: false };
+        if plan.database.applied().as_deref() == Some(plan.statements) {
+            continue;
+        }
+        let Some(connection) = entry.guard.as_mut() else { continue };
+        connection.execute_batch("BEGIN IMMEDIATE").map_err(|err| fail(None, err.to_string()))?;
+        entry.begun = true;
+        for (s_idx, statement) in plan.statements.iter().enumerate() {
+            bounded(connection, Instant::now() + plan.timeout, None, |connection| connection.execute_batch(statement))
+                .map_err(|err| fail(Some(s_idx), setup_message(&err, plan.timeout, statement)))?;
+        }
+        pending.push(entry);
+    }
+    for mut entry in pending {
+        entry.commit().map_err(|message| SetupFailure { plan: entry.plan, statement: None, message })?;
+    }
+    Ok(())
+}
+
+/// A database whose setup ran in a transaction not yet committed; dropped
+/// uncommitted, it rolls back (and removes a file it created).
+struct Pending<'a> {
+    plan: usize,
+    guard: MutexGuard<'a, Option<Connection>>,
+    database: &'a Database,
+    statements: &'a [String],
+    created: bool,
+    begun: bool,
+}
+
+impl Pending<'_> {
+    fn commit(&mut self) -> Result<(), String> {
+        if let Some(connection) = self.guard.as_mut()
+            && self.begun
+        {
+            connection.execute_batch("COMMIT").map_err(|err| err.to_string())?;
+        }
+        self.begun = false;
+        self.created = false;
+        *lock(&self.database.applied) = Some(self.statements.to_vec());
+        Ok(())
+    }
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        if self.begun
+            && let Some(connection) = self.guard.as_mut()
+            && let Err(err) = connection.execute_batch("ROLLBACK")
+        {
+            tracing::warn!("rolling back a failed setup: {err}");
+        }
+        if self.created {
+            *self.guard = None;
+            remove_files(self.database.path.as_deref());
+        }
+    }
+}
+
+/// Opens a database to serve it: read-write, created if missing, in WAL
+/// mode (readers proceed while a writer commits).
+pub(super) fn open(path: Option<&Path>) -> Result<Connection, String> {
+    let connection = match path {
+        Some(path) => Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        ),
+        None => Connection::open_in_memory(),
+    }
+    .map_err(|err| err.to_string())?;
+    if path.is_some() {
+        let _mode: String =
+            connection.query_row("PRAGMA journal_mode=WAL", [], |row| row.get(0)).map_err(|err| err.to_string())?;
+    }
+    Ok(connection)
+}
+
+/// Removes a database file this process created, with its WAL files.
+pub(super) fn remove_files(path: Option<&Path>) {
+    let Some(path) = path else { return };
+    for suffix in ["", "-wal", "-shm", "-journal"] {
+        let mut name = path.as_os_str().to_owned();
+        name.push(suffix);
+        let _ = std::fs::remove_file(name);
+    }
+}
+
+/// Opens an existing database file for reading its schema, changing nothing
+/// on disk. Without a `-wal` file beside it, as `immutable` (no lock, no
+/// journal, no `-wal`/`-shm` created — a plain read-only open of a WAL-mode
+/// database creates both); with one (a server is writing it), through that
+/// log.
+pub(super) fn open_read_only(path: &Path) -> rusqlite::Result<Connection> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let mut wal = path.as_os_str().to_owned();
+    wal.push("-wal");
+    match path.to_str() {
+        Some(text) if !Path::new(&wal).exists() => {
+            let mut uri = String::from("file:");
+            for c in text.chars() {
+                match c {
+                    '%' => uri.push_str("%25"),
+                    '?' => uri.push_str("%3f"),
+                    '#' => uri.push_str("%23"),
+                    c => uri.push(c),
+                }
+            }
+            uri.push_str("?immutable=1");
+            Connection::open_with_flags(uri, flags | OpenFlags::SQLITE_OPEN_URI)
+        }
+        _ => Connection::open_with_flags(path, flags),
+    }
+}
+
+/// The SQL of every table, index, view and trigger, in creation order,
+/// without SQLite's own objects and the shadow tables of virtual tables
+/// (which re-creating the virtual table creates).
+pub(super) fn read_schema(connection: &Connection) -> rusqlite::Result<Vec<String>> {
+    let mut statement = connection.prepare(
+        "SELECT sql FROM sqlite_schema WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' \
+         AND tbl_name NOT IN (SELECT name FROM pragma_table_list WHERE schema = 'main' AND type = 'shadow') \
+         ORDER BY rowid",
+    )?;
+    statement.query_map([], |row| row.get(0))?.collect()
+}
+
+/// SQLite repeats the whole statement in its messages (`… in SELECT … at
+/// offset 7`); the diagnostic already points at it.
+fn tidy_message(message: &str, statement: &str) -> String {
+    let head: String = statement.trim_start().chars().take(12).collect();
+    match message.find(&format!(" in {head}")) {
+        Some(idx) if !head.is_empty() => message[..idx].to_owned(),
+        _ => message.to_owned(),
+    }
+}
+
+/// Why a `setup` statement failed, in words.
+fn setup_message(err: &rusqlite::Error, timeout: Duration, statement: &str) -> String {
+    match err {
+        rusqlite::Error::SqliteFailure(code, _) if code.code == rusqlite::ErrorCode::OperationInterrupted => {
+            format!("it ran longer than the database's timeout ({})", show_duration(timeout))
+        }
+        _ => tidy_message(&err.to_string(), statement),
+    }
+}
