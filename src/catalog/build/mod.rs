@@ -22,6 +22,7 @@ use crate::diag::{Diagnostic, Location};
 use crate::effect::{http, sql};
 use crate::render;
 
+mod mcp_headers;
 mod prompts;
 mod resources;
 mod scalar_map;
