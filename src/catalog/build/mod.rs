@@ -9,7 +9,7 @@
 //! (names, descriptions, duplicates, unused arguments, and handing each
 //! effect what it is checked against); each kind has its own file:
 //! `tools.rs`, `prompts.rs`, `resources.rs`, and what they use:
-//! `templates.rs`, `schemas.rs`.
+//! `templates.rs`, `schemas.rs`, `mcp_headers.rs` (`x-mcp-header` marks).
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
