@@ -123,6 +123,14 @@ impl ServerHandler for Handler {
         self.shared.snapshot().info.clone()
     }
 
+    /// A tool whose arguments travel in `Mcp-Param-*` headers too: rmcp's
+    /// HTTP transport then checks each header against the body (SEP-2243:
+    /// 400 and -32020 when they differ). `None` for every other tool: there
+    /// is nothing to check.
+    fn get_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
+        self.shared.snapshot().header_tool(name).cloned()
+    }
+
     async fn initialize(
         &self,
         request: InitializeRequestParams,

@@ -102,6 +102,9 @@ pub struct Snapshot {
     /// client that ignores notifications can still tell its menu is stale.
     meta: rmcp::model::MetaObject,
     tools: Vec<Tool>,
+    /// The tools whose `inputSchema` marks a property `x-mcp-header`, by
+    /// name: what rmcp checks `Mcp-Param-*` headers against (SEP-2243).
+    header_tools: std::collections::HashMap<String, Tool>,
     prompts: Vec<Prompt>,
     resources: Vec<Resource>,
     resource_templates: Vec<ResourceTemplate>,
@@ -155,7 +158,12 @@ impl Snapshot {
         if let Some(instructions) = &server.instructions {
             info = info.with_instructions(instructions.clone());
         }
-        let tools = catalog.tools.iter().filter_map(|t| item(&t.wire)).collect();
+        let tools: Vec<Tool> = catalog.tools.iter().filter_map(|t| item(&t.wire)).collect();
+        let header_tools = tools
+            .iter()
+            .filter(|tool| marks_header(&tool.input_schema))
+            .map(|tool| (tool.name.to_string(), tool.clone()))
+            .collect();
         let prompts = catalog.prompts.iter().filter_map(|p| item(&p.wire)).collect();
         let resources = catalog.resources.iter().filter_map(|r| item(&r.wire)).collect();
         let resource_templates = catalog.resource_templates.iter().filter_map(|t| item(&t.wire)).collect();
@@ -166,6 +174,7 @@ impl Snapshot {
             fingerprint: String::new(),
             meta: rmcp::model::MetaObject::default(),
             tools,
+            header_tools,
             prompts,
             resources,
             resource_templates,
@@ -186,6 +195,12 @@ impl Snapshot {
         let _ = serde_json::to_writer(&mut hasher, &self.resources);
         let _ = serde_json::to_writer(&mut hasher, &self.resource_templates);
         format!("{:016x}", hasher.0)
+    }
+
+    /// The tool `name` if its arguments travel in `Mcp-Param-*` headers too
+    /// (SEP-2243), for rmcp to check those headers against the body.
+    pub(in crate::server) fn header_tool(&self, name: &str) -> Option<&Tool> {
+        self.header_tools.get(name)
     }
 
     /// One page of a list (`tools/list`, `prompts/list`, `resources/list`,
@@ -509,6 +524,14 @@ fn resource_contents(body: ResourceBody) -> ResourceContents {
         Some(mime) => contents.with_mime_type(mime),
         None => contents,
     }
+}
+
+/// Whether a property reached through `properties` from the top of `schema`
+/// carries `x-mcp-header` (the only place the catalog allows it).
+fn marks_header(schema: &Map<String, Value>) -> bool {
+    schema.get("properties").and_then(Value::as_object).is_some_and(|properties| {
+        properties.values().filter_map(Value::as_object).any(|p| p.contains_key("x-mcp-header") || marks_header(p))
+    })
 }
 
 #[cfg(test)]

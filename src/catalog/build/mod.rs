@@ -9,7 +9,7 @@
 //! (names, descriptions, duplicates, unused arguments, and handing each
 //! effect what it is checked against); each kind has its own file:
 //! `tools.rs`, `prompts.rs`, `resources.rs`, and what they use:
-//! `templates.rs`, `schemas.rs`.
+//! `templates.rs`, `schemas.rs`, `mcp_headers.rs` (`x-mcp-header` marks).
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -22,6 +22,7 @@ use crate::diag::{Diagnostic, Location};
 use crate::effect::{http, sql};
 use crate::render;
 
+mod mcp_headers;
 mod prompts;
 mod resources;
 mod scalar_map;

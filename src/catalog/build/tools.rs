@@ -25,6 +25,9 @@ impl Builder<'_> {
             empty
         });
         let input = self.schema(&input_schema, origin, "inputSchema");
+        if input.is_some() {
+            self.check_mcp_headers(&input_schema, origin);
+        }
         let output = spec.output_schema.as_ref().map(|schema| self.schema(schema, origin, "outputSchema"));
         let properties: Vec<String> = input_schema
             .get("properties")

@@ -244,6 +244,7 @@ fn router(
         .layer(axum::middleware::from_fn(session_refusals))
         .layer(axum::middleware::from_fn_with_state(state.clone(), authorize))
         .layer(cors)
+        .layer(axum::middleware::from_fn(allow_param_headers))
         .route("/readyz", get(readyz))
         .layer(axum::middleware::from_fn_with_state(state.clone(), check_access))
         .route("/healthz", get(healthz))
@@ -273,6 +274,49 @@ fn cors(access: Access) -> CorsLayer {
         ]))
         .expose_headers(names(&["mcp-session-id", "www-authenticate"]))
         .max_age(Duration::from_secs(3600))
+}
+
+/// What SEP-2243 headers carrying a tool's arguments start with.
+const PARAM_HEADER_PREFIX: &str = "mcp-param-";
+
+/// Allows, in a CORS preflight from an allowed origin, the `Mcp-Param-*`
+/// headers it asks for, besides [`cors`]'s fixed list: their names come from
+/// the catalog's `x-mcp-header` marks, which a reload may change, and
+/// tower-http's list cannot hold a prefix. Other requested headers stay as
+/// [`cors`] decides.
+async fn allow_param_headers(request: Request, next: Next) -> Response {
+    let asked: Vec<HeaderName> = if request.method() == Method::OPTIONS {
+        request
+            .headers()
+            .get_all(header::ACCESS_CONTROL_REQUEST_HEADERS)
+            .iter()
+            .filter_map(|value| value.to_str().ok())
+            .flat_map(|value| value.split(','))
+            .map(str::trim)
+            .filter(|name| {
+                name.len() > PARAM_HEADER_PREFIX.len()
+                    && name.as_bytes()[..PARAM_HEADER_PREFIX.len()].eq_ignore_ascii_case(PARAM_HEADER_PREFIX.as_bytes())
+            })
+            .filter_map(|name| HeaderName::from_bytes(name.as_bytes()).ok())
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let mut response = next.run(request).await;
+    if asked.is_empty() || !response.headers().contains_key(header::ACCESS_CONTROL_ALLOW_ORIGIN) {
+        return response;
+    }
+    let mut allowed: Vec<String> = response
+        .headers()
+        .get(header::ACCESS_CONTROL_ALLOW_HEADERS)
+        .and_then(|value| value.to_str().ok())
+        .map(|value| vec![value.to_owned()])
+        .unwrap_or_default();
+    allowed.extend(asked.iter().map(|name| name.as_str().to_owned()));
+    if let Ok(value) = HeaderValue::from_str(&allowed.join(",")) {
+        response.headers_mut().insert(header::ACCESS_CONTROL_ALLOW_HEADERS, value);
+    }
+    response
 }
 
 /// Refuses a request whose `Host` or `Origin` is malformed, ambiguous or foreign.

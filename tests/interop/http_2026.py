@@ -1,0 +1,229 @@
+#!/usr/bin/env python3
+"""Interop test: the official Python MCP SDK's 2026-07-28 client against carte over Streamable HTTP.
+
+Usage:
+    python tests/interop/http_2026.py -- <carte binary>
+e.g.
+    python tests/interop/http_2026.py -- target/release/carte
+
+The script writes a small catalog to a temporary folder, starts
+`<carte> serve --http 127.0.0.1:0 CATALOG`, and drives it with
+`mcp.Client(url, mode="2026-07-28")` (no `initialize`, every request stateless):
+
+  mrtr     an MRTR round trip (SEP-2322): `tools/call` of a tool with an `elicit`
+           step answers `resultType: input_required` with one elicitation/create
+           in `inputRequests` and a `requestState`; the SDK hands it to its
+           elicitation callback and calls again with `inputResponses` and the
+           state; the second answer is the tool's result, naming the answer.
+  headers  SEP-2243: the SDK sends the argument of an `x-mcp-header` property in
+           `Mcp-Param-Region` too (Base64 for non-ASCII), and carte accepts it.
+
+Every wait is bounded. Each check prints one line; the last line is
+`N passed, M failed`, and the exit status is non-zero if anything failed.
+Requires mcp==2.3.0 (tests/interop/requirements.txt): the first release whose
+client speaks 2026-07-28 with input-required results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp import Client, MCPError
+
+MODERN = "2026-07-28"
+CALL_TIMEOUT = 15.0  # seconds for any single call or wait
+START_TIMEOUT = 30.0  # seconds for carte to say where it listens
+
+# Input steps without `key:` (their key is `step1`), so that the catalog loads
+# on every carte that knows input steps.
+CATALOG = """\
+server: { name: interop-2026, version: 1.0.0 }
+tools:
+  - name: ask_name
+    description: Asks the user's name, then greets them
+    run:
+      steps:
+        - elicit:
+            message: What is your name?
+            requestedSchema:
+              type: object
+              properties:
+                name: { type: string }
+              required: [name]
+      text: >-
+        {% if elicited.action == "accept" %}Hello, {{ elicited.content.name }}!{% else
+        %}No name ({{ elicited.action }}){% endif %}
+  - name: find_rooms
+    description: Finds rooms in a region (the region also travels in the Mcp-Param-Region header)
+    inputSchema:
+      type: object
+      properties:
+        region: { type: string, x-mcp-header: Region }
+      required: [region]
+    run:
+      text: "rooms in {{ region }}"
+"""
+
+
+class Checks:
+    """Counts checks; a failed one is reported, never raised past its step."""
+
+    def __init__(self) -> None:
+        self.passed = 0
+        self.failed: list[str] = []
+
+    def check(self, label: str, ok: bool, detail: str = "") -> bool:
+        if ok:
+            self.passed += 1
+            print(f"ok    {label}", flush=True)
+        else:
+            self.failed.append(f"{label}: {detail}")
+            print(f"FAIL  {label}: {detail}", flush=True)
+        return ok
+
+    def equal(self, label: str, got: Any, want: Any) -> bool:
+        return self.check(label, got == want, f"got {got!r}, expected {want!r}")
+
+    def error(self, label: str, err: BaseException) -> None:
+        self.check(label, False, describe(err))
+
+
+def describe(err: BaseException) -> str:
+    if isinstance(err, MCPError):
+        return f"MCPError {err.code}: {err}"
+    inner = getattr(err, "exceptions", None)  # an ExceptionGroup
+    if isinstance(inner, (list, tuple)):
+        return "; ".join(describe(e) for e in inner)
+    if isinstance(err, TimeoutError):
+        return f"timed out ({type(err).__name__})"
+    return f"{type(err).__name__}: {err}"
+
+
+def text_of(result: types.CallToolResult) -> str:
+    return "".join(block.text for block in result.content if isinstance(block, types.TextContent))
+
+
+class Carte:
+    """`carte serve --http 127.0.0.1:0 CATALOG`, and the URL it prints."""
+
+    def __init__(self, binary: str, catalog: Path) -> None:
+        self.process = subprocess.Popen(
+            [binary, "serve", "--http", "127.0.0.1:0", str(catalog)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.lines: list[str] = []
+        self.url: str | None = None
+        self.ready = threading.Event()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            self.lines.append(line.rstrip("\n"))
+            if self.url is None and "serving MCP at " in line:
+                self.url = line.split("serving MCP at ", 1)[1].split()[0]
+                self.ready.set()
+        self.ready.set()  # carte exited
+
+    def wait_url(self) -> str:
+        self.ready.wait(START_TIMEOUT)
+        if self.url is None:
+            raise RuntimeError("carte did not start:\n" + "\n".join(self.lines[-20:]))
+        return self.url
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait(timeout=10)
+
+
+async def run(url: str, checks: Checks) -> None:
+    asked: list[types.ElicitRequestParams] = []
+
+    async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params)
+        return types.ElicitResult(action="accept", content={"name": "Ada"})
+
+    client = Client(url, mode=MODERN, elicitation_callback=elicit, read_timeout_seconds=CALL_TIMEOUT)
+    with anyio.fail_after(CALL_TIMEOUT * 6):
+        async with client:
+            # The round trip by hand first, to see each leg on the wire.
+            try:
+                with anyio.fail_after(CALL_TIMEOUT):
+                    first = await client.session.call_tool("ask_name", {}, allow_input_required=True)
+                if checks.check(
+                    "mrtr: tools/call answers input_required",
+                    isinstance(first, types.InputRequiredResult),
+                    f"got {first!r}",
+                ):
+                    requests = first.input_requests or {}
+                    checks.equal("mrtr: one input request", len(requests), 1)
+                    checks.check(
+                        "mrtr: it is elicitation/create asking the name",
+                        all(getattr(r, "method", None) == "elicitation/create" for r in requests.values())
+                        and "What is your name?" in str(requests),
+                        f"got {requests!r}",
+                    )
+                    checks.check("mrtr: with a requestState", bool(first.request_state), f"got {first.request_state!r}")
+            except Exception as err:  # noqa: BLE001 - any error is a failed check
+                checks.error("mrtr: tools/call answers input_required", err)
+            # Then as an application calls it: the SDK answers through the callback.
+            asked.clear()
+            try:
+                with anyio.fail_after(CALL_TIMEOUT):
+                    result = await client.call_tool("ask_name", {})
+                checks.equal("mrtr: the elicitation callback ran once", len(asked), 1)
+                checks.check("mrtr: the result is no error", not result.is_error, text_of(result))
+                checks.equal("mrtr: the result names the answer", text_of(result), "Hello, Ada!")
+            except Exception as err:  # noqa: BLE001
+                checks.error("mrtr: tools/call round trip", err)
+            # SEP-2243: the SDK reads x-mcp-header from tools/list and sends Mcp-Param-Region.
+            try:
+                with anyio.fail_after(CALL_TIMEOUT):
+                    await client.list_tools()
+                    plain = await client.call_tool("find_rooms", {"region": "north"})
+                    encoded = await client.call_tool("find_rooms", {"region": "Zürich"})
+                checks.equal("headers: Mcp-Param-Region accepted", text_of(plain), "rooms in north")
+                checks.equal("headers: Base64 Mcp-Param-Region accepted", text_of(encoded), "rooms in Zürich")
+            except Exception as err:  # noqa: BLE001
+                checks.error("headers: x-mcp-header tool", err)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("carte", nargs="+", help="-- then the carte binary")
+    args = parser.parse_args()
+    binary = args.carte[-1]
+    checks = Checks()
+    with tempfile.TemporaryDirectory(prefix="carte-interop-2026-") as folder:
+        catalog = Path(folder) / "catalog.yaml"
+        catalog.write_text(CATALOG, encoding="utf-8")
+        carte = Carte(binary, catalog)
+        try:
+            url = carte.wait_url()
+            print(f"carte at {url}", flush=True)
+            anyio.run(run, url, checks)
+        except Exception as err:  # noqa: BLE001
+            checks.error("carte serves the catalog", err)
+        finally:
+            carte.stop()
+    print(f"{checks.passed} passed, {len(checks.failed)} failed", flush=True)
+    return 1 if checks.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
