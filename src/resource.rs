@@ -20,10 +20,11 @@ use base64::Engine as _;
 use minijinja::Value;
 use serde_json::Map;
 
-use crate::catalog::{Body, Catalog};
+use crate::catalog::{Body, Catalog, Step};
 use crate::effect::sql::Query;
 use crate::effect::sql::engine::Rows;
 use crate::render::{self, RenderError};
+use crate::run::steps::{self, Client, Question, Resume, Stopped};
 
 /// The contents of one resource.
 #[derive(Debug, Clone, PartialEq)]
@@ -64,6 +65,25 @@ pub enum ReadError {
     /// It reads a database, which this caller cannot wait for ([`read`]).
     #[error("it reads a database when it is read, so it cannot be embedded; link it with `resource_link` instead")]
     Live,
+    /// It has steps, which this caller cannot run ([`read`]).
+    #[error(
+        "it has `steps`, which run when a client reads it, so it cannot be embedded; link it with `resource_link` instead"
+    )]
+    Steps,
+    /// One of its steps failed.
+    #[error("{0}")]
+    Step(String),
+    /// The client cancelled the read.
+    #[error("the read was cancelled")]
+    Cancelled,
+    /// The client must answer `questions` first; the read then resumes at `resume`.
+    #[error("the client must answer {} question(s) first", questions.len())]
+    InputRequired {
+        /// The open questions.
+        questions: Vec<Question>,
+        /// Where the read resumes.
+        resume: Resume,
+    },
 }
 
 /// What a URI names in a catalog.
@@ -83,6 +103,15 @@ impl Found {
             Found::Resource(idx) => catalog.resources.get(*idx)?.sql.as_ref(),
             Found::Template(idx, _) => catalog.resource_templates.get(*idx)?.sql.as_ref(),
         }
+    }
+
+    /// The steps a read of it runs first.
+    pub fn steps<'c>(&self, catalog: &'c Catalog) -> &'c [Step] {
+        let steps = match self {
+            Found::Resource(idx) => catalog.resources.get(*idx).map(|r| &r.steps),
+            Found::Template(idx, _) => catalog.resource_templates.get(*idx).map(|t| &t.steps),
+        };
+        steps.map(Vec::as_slice).unwrap_or_default()
     }
 }
 
@@ -113,15 +142,36 @@ pub fn read(catalog: &Catalog, uri: &str) -> Result<ResourceBody, ReadError> {
     if found.query(catalog).is_some() {
         return Err(ReadError::Live);
     }
-    render_body(catalog, uri, &found, None)
+    if !found.steps(catalog).is_empty() {
+        return Err(ReadError::Steps);
+    }
+    let context = base_context(catalog, uri, &found);
+    render_body(catalog, uri, &found, None, context)
 }
 
 /// Reads the resource at `uri`, running its statement if it has one: the
 /// matching and the render on the blocking pool, the statement through its
-/// database (see the module's documentation).
-pub async fn read_live(catalog: &Arc<Catalog>, uri: &str) -> Result<ResourceBody, ReadError> {
+/// database (see the module's documentation). Its steps, if any, run
+/// first, from `resume`, asking `client`.
+pub async fn read_live(
+    catalog: &Arc<Catalog>,
+    uri: &str,
+    client: &dyn Client,
+    resume: Resume,
+) -> Result<ResourceBody, ReadError> {
     let (owned, owned_uri) = (Arc::clone(catalog), uri.to_owned());
     let found = render::off_thread(move || find(&owned, &owned_uri)).await??;
+    let mut context = base_context(catalog, uri, &found);
+    let steps = found.steps(catalog);
+    if !steps.is_empty() {
+        let what = format!("resource `{uri}`");
+        let owner = steps::Owner { catalog, what: &what };
+        steps::run(owner, steps, &mut context, client, resume, None).await.map_err(|stopped| match stopped {
+            Stopped::Cancelled => ReadError::Cancelled,
+            Stopped::Failed(message) => ReadError::Step(message),
+            Stopped::InputRequired { questions, resume } => ReadError::InputRequired { questions, resume },
+        })?;
+    }
     let rows = match found.query(catalog) {
         Some(query) => {
             let variables = match &found {
@@ -137,12 +187,12 @@ pub async fn read_live(catalog: &Arc<Catalog>, uri: &str) -> Result<ResourceBody
         None => None,
     };
     let (owned, owned_uri) = (Arc::clone(catalog), uri.to_owned());
-    render::off_thread(move || render_body(&owned, &owned_uri, &found, rows)).await?
+    render::off_thread(move || render_body(&owned, &owned_uri, &found, rows, context)).await?
 }
 
-/// Renders the body of what `uri` names (blocking), with its statement's
-/// `rows` if it has one.
-fn render_body(catalog: &Catalog, uri: &str, found: &Found, rows: Option<Rows>) -> Result<ResourceBody, ReadError> {
+/// What a resource's templates see before its statement runs: the URI's
+/// variables, `data` and `uri`.
+fn base_context(catalog: &Catalog, uri: &str, found: &Found) -> BTreeMap<String, Value> {
     // The URI's variables first: `data` and `uri` are what they always are.
     let mut context: BTreeMap<String, Value> = match found {
         Found::Template(_, variables) => {
@@ -152,6 +202,18 @@ fn render_body(catalog: &Catalog, uri: &str, found: &Found, rows: Option<Rows>) 
     };
     context.insert("data".to_owned(), catalog.data.clone());
     context.insert("uri".to_owned(), Value::from(uri));
+    context
+}
+
+/// Renders the body of what `uri` names (blocking) with `context`, and its
+/// statement's `rows` if it has one.
+fn render_body(
+    catalog: &Catalog,
+    uri: &str,
+    found: &Found,
+    rows: Option<Rows>,
+    mut context: BTreeMap<String, Value>,
+) -> Result<ResourceBody, ReadError> {
     let mut json_rows = None;
     if let Some(rows) = rows {
         let list = serde_json::Value::Array(rows.rows.into_iter().map(serde_json::Value::Object).collect());

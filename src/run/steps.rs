@@ -1,13 +1,21 @@
-//! A tool's `steps`: what it does, in order, before its effect and result —
-//! log to the client, report progress, wait, ask the user (elicitation),
-//! ask the client's model (sampling).
+//! The `steps` of a tool, prompt or resource: what it does, in order,
+//! before its effect and result — log to the client, report progress, wait,
+//! and ask the client (input steps: `elicit` the user, `sample` the client's
+//! model, list its `roots`; `ask` several of them in one round).
 //!
 //! Steps talk to the calling client through [`Client`], which the server
-//! implements over the request's MCP peer and the CLI over the terminal, so
-//! this module stays free of rmcp. Each step sees the arguments and what
-//! earlier steps produced (`elicited`, `sampled`); the client's cancellation
-//! is checked between steps. Step templates render on the blocking pool, like
-//! results ([`render::off_thread`]), so a slow one holds no runtime thread.
+//! implements over the request (a legacy session: server-to-client requests,
+//! one after another; protocol 2026-07-28: the answers the retried request
+//! carries, or the open questions as an input-required result), the CLI over
+//! nothing ([`NoClient`]), so this module stays free of rmcp. A run can stop
+//! for input ([`Stopped::InputRequired`]) and resume later at the same step
+//! ([`Resume`]) with the answers gathered so far: steps before it are not run
+//! again (no log or progress repeated), and what they produced is rebuilt from
+//! the answers. Each step sees the arguments and what earlier steps produced
+//! (`answers` by key, and the last `elicited`, `sampled`, `roots`); the
+//! client's cancellation is checked between steps. Step templates render on
+//! the blocking pool, like results ([`render::off_thread`]), so a slow one
+//! holds no runtime thread.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -16,34 +24,147 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use minijinja::Value as TemplateValue;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use crate::catalog::model::{LogLevel, Role};
-use crate::catalog::{Amount, Catalog, Step, StepData, Wait};
+use crate::catalog::{Amount, Catalog, Input, InputKind, Step, StepData, Wait};
 use crate::duration::parse_sleep;
 use crate::render::{self, RenderError};
 
 /// A future a [`Client`] returns.
 pub type ClientFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-/// The client a tool call came from, as steps need it.
+/// One question for the client, as `inputRequests` carries it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Question {
+    /// The answer's key in `inputRequests`, `inputResponses` and `answers`.
+    pub key: String,
+    /// `elicitation/create`, `sampling/createMessage` or `roots/list`.
+    pub method: &'static str,
+    /// The request's params, rendered (e.g. `{message, requestedSchema}`).
+    pub params: Value,
+}
+
+/// Why [`Client::ask`] gave no answer to every question.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Unanswered {
+    /// These questions are still open (2026-07-28: they become an
+    /// input-required result); `answered` holds the answers (each one
+    /// [`fits`]) the client did give, kept for the next round.
+    Open {
+        /// The questions without a fitting answer.
+        open: Vec<Question>,
+        /// The questions answered, by key.
+        answered: Map<String, Value>,
+    },
+    /// Asking failed (e.g. a legacy client errored); becomes an error result.
+    Failed(String),
+}
+
+/// The client a call came from, as steps need it.
 pub trait Client: Send + Sync {
     /// Sends a log message, if the client wants that level.
     fn log(&self, level: LogLevel, logger: &str, data: Value) -> ClientFuture<'_, ()>;
     /// Sends progress, if the call carried a progress token.
     fn progress(&self, progress: f64, total: Option<f64>, message: Option<String>) -> ClientFuture<'_, ()>;
-    /// Asks the user; the answer as `{action, content}`.
-    fn elicit(&self, message: String, schema: Value) -> ClientFuture<'_, Result<Value, String>>;
-    /// Asks the client's model; its `CreateMessageResult` as JSON.
-    fn sample(&self, request: Value) -> ClientFuture<'_, Result<Value, String>>;
+    /// Asks `questions` together; the answers by key. Only answers that
+    /// [`fits`] its question may be returned.
+    fn ask(&self, questions: Vec<Question>) -> ClientFuture<'_, Result<Map<String, Value>, Unanswered>>;
+    /// Whether the client declared the capability a question's `method` needs.
+    fn can_answer(&self, method: &str) -> bool;
     /// Whether the client cancelled the call.
     fn cancelled(&self) -> bool;
     /// Completes when the client cancels the call (never, if it does not).
     fn until_cancelled(&self) -> ClientFuture<'_, ()>;
 }
 
-/// A client that is not there (e.g. `carte check`): logs go to stderr,
-/// nothing can be asked.
+/// The client capability a question's `method` needs: `elicitation`,
+/// `sampling` or `roots`.
+pub fn capability(method: &str) -> Option<&'static str> {
+    match method {
+        "elicitation/create" => Some("elicitation"),
+        "sampling/createMessage" => Some("sampling"),
+        "roots/list" => Some("roots"),
+        _ => None,
+    }
+}
+
+/// Whether `answer` answers `question`: an ElicitResult (`{action:
+/// accept|decline|cancel, content?}`; on accept, `content` valid against the
+/// `requestedSchema`), a CreateMessageResult (`{role, content, model}`), a
+/// ListRootsResult (`{roots: [{uri, …}]}`). Every [`Client`] uses it.
+pub fn fits(question: &Question, answer: &Value) -> Result<(), String> {
+    let Value::Object(answer) = answer else {
+        return Err(format!("the answer to `{}` is not an object", question.key));
+    };
+    let field = |name: &str| answer.get(name).filter(|value| !value.is_null());
+    match question.method {
+        "elicitation/create" => {
+            let action = field("action").and_then(Value::as_str);
+            match action {
+                Some("accept") => {
+                    let Some(content @ Value::Object(_)) = field("content") else {
+                        return Err(format!("the accepted answer to `{}` has no `content` object", question.key));
+                    };
+                    let schema = question.params.get("requestedSchema").cloned().unwrap_or(json!({}));
+                    let validator = jsonschema::validator_for(&schema)
+                        .map_err(|err| format!("the form of `{}` cannot be compiled: {err}", question.key))?;
+                    if !validator.is_valid(content) {
+                        let violations = crate::run::list_violations(validator.iter_errors(content));
+                        return Err(format!("the answer to `{}` does not fit its form: {violations}", question.key));
+                    }
+                    Ok(())
+                }
+                Some("decline" | "cancel") => Ok(()),
+                _ => Err(format!("the answer to `{}` has no `action` of accept, decline or cancel", question.key)),
+            }
+        }
+        "sampling/createMessage" => {
+            let role_ok = matches!(field("role").and_then(Value::as_str), Some("user" | "assistant"));
+            let content_ok = matches!(field("content"), Some(Value::Object(_) | Value::Array(_)));
+            let model_ok = field("model").is_some_and(Value::is_string);
+            if role_ok && content_ok && model_ok {
+                Ok(())
+            } else {
+                Err(format!("the answer to `{}` is not a sampling result (`role`, `content`, `model`)", question.key))
+            }
+        }
+        "roots/list" => {
+            let roots = field("roots").and_then(Value::as_array);
+            let each_ok = |roots: &Vec<Value>| roots.iter().all(|root| root.get("uri").is_some_and(Value::is_string));
+            match roots {
+                Some(roots) if each_ok(roots) => Ok(()),
+                _ => Err(format!("the answer to `{}` is not a list of roots (`roots: [{{uri}}]`)", question.key)),
+            }
+        }
+        other => Err(format!("`{other}` is not a question carte asks")),
+    }
+}
+
+/// Where a run resumes: at step index `step` (0-based), with the answers
+/// gathered so far (by key; each one [`fits`] its question).
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize, PartialEq)]
+pub struct Resume {
+    /// The first step to run.
+    pub step: usize,
+    /// The answers so far.
+    pub answers: Map<String, Value>,
+}
+
+/// The input steps from `resume` on that need asking and that the client
+/// must be able to answer: those not optional and not answered yet. Their
+/// methods, for a capability check before anything runs.
+pub fn needed<'s>(steps: &'s [Step], resume: &Resume) -> Vec<&'s Input> {
+    let later = steps.get(resume.step..).unwrap_or_default();
+    later
+        .iter()
+        .flat_map(Step::inputs)
+        .filter(|input| !input.optional && !resume.answers.contains_key(&input.key))
+        .collect()
+}
+
+/// A client that is not there (e.g. `carte call`): logs go to stderr,
+/// nothing can be asked (optional input steps are skipped).
 pub struct NoClient;
 
 impl Client for NoClient {
@@ -56,12 +177,17 @@ impl Client for NoClient {
         Box::pin(std::future::ready(()))
     }
 
-    fn elicit(&self, _message: String, _schema: Value) -> ClientFuture<'_, Result<Value, String>> {
-        Box::pin(std::future::ready(Err("there is no client to ask (elicitation needs an MCP client)".to_owned())))
+    fn ask(&self, questions: Vec<Question>) -> ClientFuture<'_, Result<Map<String, Value>, Unanswered>> {
+        let what = match questions.first().map(|q| q.method) {
+            Some("sampling/createMessage") => "there is no client model to ask (sampling needs an MCP client)",
+            Some("roots/list") => "there is no client to list its roots (roots need an MCP client)",
+            _ => "there is no client to ask (elicitation needs an MCP client)",
+        };
+        Box::pin(std::future::ready(Err(Unanswered::Failed(what.to_owned()))))
     }
 
-    fn sample(&self, _request: Value) -> ClientFuture<'_, Result<Value, String>> {
-        Box::pin(std::future::ready(Err("there is no client model to ask (sampling needs an MCP client)".to_owned())))
+    fn can_answer(&self, _method: &str) -> bool {
+        false
     }
 
     fn cancelled(&self) -> bool {
@@ -92,21 +218,52 @@ pub enum Stopped {
     Cancelled,
     /// A step failed; the message becomes an `isError` result.
     Failed(String),
+    /// The client must answer `questions` first; the call then resumes
+    /// where `resume` says.
+    InputRequired {
+        /// The open questions.
+        questions: Vec<Question>,
+        /// Where to resume, with the answers so far.
+        resume: Resume,
+    },
 }
 
-/// Runs `steps` in order, adding `elicited` / `sampled` to `context`.
+/// Whose steps run, for templates and messages.
+#[derive(Clone, Copy)]
+pub struct Owner<'a> {
+    /// The catalog whose environment holds the templates.
+    pub catalog: &'a Arc<Catalog>,
+    /// How messages name it: "tool `greet`", "prompt `plan`".
+    pub what: &'a str,
+}
+
+/// Runs `steps` in order from `resume.step` (steps before it are not run:
+/// what they produced comes from `resume.answers`), up to `stop_before` (a
+/// step index) or the end, adding `answers`, `elicited`, `sampled` and
+/// `roots` to `context`. Returns where it stopped (the next step to run) and
+/// every answer so far.
 pub async fn run(
-    catalog: &Arc<Catalog>,
-    tool: &str,
+    owner: Owner<'_>,
     steps: &[Step],
     context: &mut BTreeMap<String, TemplateValue>,
     client: &dyn Client,
-) -> Result<(), Stopped> {
-    for (idx, step) in steps.iter().enumerate() {
+    resume: Resume,
+    stop_before: Option<usize>,
+) -> Result<Resume, Stopped> {
+    let Resume { step: start, mut answers } = resume;
+    if start > steps.len() {
+        return Err(Stopped::Failed(format!("{} changed since this call began; call it again", owner.what)));
+    }
+    for step in &steps[..start] {
+        record(context, step.inputs(), &answers);
+    }
+    context.insert("answers".to_owned(), render::to_value(&answers));
+    let end = stop_before.unwrap_or(steps.len()).min(steps.len());
+    for (idx, step) in steps.iter().enumerate().take(end).skip(start) {
         if client.cancelled() {
             return Err(Stopped::Cancelled);
         }
-        let at = StepAt { catalog, tool, number: idx + 1 };
+        let at = StepAt { catalog: owner.catalog, owner: owner.what, number: idx + 1 };
         match step {
             Step::Log { level, logger, data } => {
                 let data = match data {
@@ -134,44 +291,60 @@ pub async fn run(
                 };
                 unless_cancelled(client, tokio::time::sleep(duration)).await?;
             }
-            Step::Elicit { message, schema } => {
-                let message = at.render(message, context).await?;
-                let answer = unless_cancelled(client, client.elicit(message, schema.clone()))
-                    .await?
-                    .map_err(|err| Stopped::Failed(format!("tool `{tool}` could not ask the user: {err}")))?;
-                context.insert("elicited".to_owned(), render::to_value(&answer));
-            }
-            Step::Sample { messages, max_tokens, system } => {
-                let mut conversation = Vec::new();
-                for (role, name) in messages {
-                    let role = match role {
-                        Role::User => "user",
-                        Role::Assistant => "assistant",
-                    };
-                    let text = at.render(name, context).await?;
-                    conversation.push(json!({"role": role, "content": {"type": "text", "text": text}}));
+            Step::Input(_) | Step::Ask(_) => {
+                let inputs = step.inputs();
+                let mut questions = Vec::new();
+                for input in inputs {
+                    if answers.contains_key(&input.key) || (input.optional && !client.can_answer(input.kind.method())) {
+                        continue;
+                    }
+                    questions.push(at.question(input, context).await?);
                 }
-                let mut request = json!({"messages": conversation, "maxTokens": max_tokens});
-                if let Some(system) = system {
-                    request["systemPrompt"] = Value::String(at.render(system, context).await?);
+                if !questions.is_empty() {
+                    match unless_cancelled(client, client.ask(questions)).await? {
+                        Ok(answered) => answers.extend(answered),
+                        Err(Unanswered::Failed(err)) => {
+                            return Err(Stopped::Failed(format!("{} could not ask the client: {err}", owner.what)));
+                        }
+                        Err(Unanswered::Open { open, answered }) => {
+                            answers.extend(answered);
+                            return Err(Stopped::InputRequired {
+                                questions: open,
+                                resume: Resume { step: idx, answers },
+                            });
+                        }
+                    }
                 }
-                let reply = unless_cancelled(client, client.sample(request))
-                    .await?
-                    .map_err(|err| Stopped::Failed(format!("tool `{tool}` could not ask the client's model: {err}")))?;
-                context.insert("sampled".to_owned(), render::to_value(&reply));
+                record(context, inputs, &answers);
+                context.insert("answers".to_owned(), render::to_value(&answers));
             }
         }
     }
     if client.cancelled() {
         return Err(Stopped::Cancelled);
     }
-    Ok(())
+    Ok(Resume { step: end, answers })
 }
 
-/// One step of one tool, for rendering its templates.
+/// Sets `elicited`, `sampled` and `roots` from the answers to `inputs`, in
+/// order: the last answered of each kind wins.
+fn record(context: &mut BTreeMap<String, TemplateValue>, inputs: &[Input], answers: &Map<String, Value>) {
+    for input in inputs {
+        let Some(answer) = answers.get(&input.key) else { continue };
+        let (name, value) = match input.kind {
+            InputKind::Elicit { .. } => ("elicited", answer),
+            InputKind::Sample { .. } => ("sampled", answer),
+            InputKind::Roots => ("roots", answer.get("roots").unwrap_or(&Value::Null)),
+        };
+        context.insert(name.to_owned(), render::to_value(value));
+    }
+}
+
+/// One step of one tool (prompt, resource), for rendering its templates.
 struct StepAt<'a> {
     catalog: &'a Arc<Catalog>,
-    tool: &'a str,
+    /// "tool `greet`".
+    owner: &'a str,
     /// 1-based, as a person counts steps.
     number: usize,
 }
@@ -187,7 +360,7 @@ impl StepAt<'_> {
         rendered.map_err(|err| match err {
             RenderError::Failed(message) => Stopped::Failed(message),
             RenderError::Template(message) => {
-                Stopped::Failed(format!("tool `{}`, step {}: {message}", self.tool, self.number))
+                Stopped::Failed(format!("{}, step {}: {message}", self.owner, self.number))
             }
         })
     }
@@ -205,10 +378,37 @@ impl StepAt<'_> {
         };
         parsed.map_err(|reason| {
             Stopped::Failed(format!(
-                "tool `{}`, step {}: cannot sleep: {reason}; a sleep is e.g. `250ms`, `2s` or `1m` (at most 10m)",
-                self.tool, self.number
+                "{}, step {}: cannot sleep: {reason}; a sleep is e.g. `250ms`, `2s` or `1m` (at most 10m)",
+                self.owner, self.number
             ))
         })
+    }
+
+    /// The question an input step asks, its templates rendered with `context`.
+    async fn question(&self, input: &Input, context: &BTreeMap<String, TemplateValue>) -> Result<Question, Stopped> {
+        let params = match &input.kind {
+            InputKind::Elicit { message, schema } => {
+                json!({"mode": "form", "message": self.render(message, context).await?, "requestedSchema": schema})
+            }
+            InputKind::Sample { messages, max_tokens, system } => {
+                let mut conversation = Vec::with_capacity(messages.len());
+                for (role, name) in messages {
+                    let role = match role {
+                        Role::User => "user",
+                        Role::Assistant => "assistant",
+                    };
+                    let text = self.render(name, context).await?;
+                    conversation.push(json!({"role": role, "content": {"type": "text", "text": text}}));
+                }
+                let mut request = json!({"messages": conversation, "maxTokens": max_tokens});
+                if let Some(system) = system {
+                    request["systemPrompt"] = Value::String(self.render(system, context).await?);
+                }
+                request
+            }
+            InputKind::Roots => json!({}),
+        };
+        Ok(Question { key: input.key.clone(), method: input.kind.method(), params })
     }
 
     /// A progress amount: a number, or a template that renders one.
@@ -218,10 +418,7 @@ impl StepAt<'_> {
             Amount::Template(name) => {
                 let text = self.render(name, context).await?;
                 text.trim().parse().map_err(|_| {
-                    Stopped::Failed(format!(
-                        "tool `{}`, step {}: progress `{text}` is not a number",
-                        self.tool, self.number
-                    ))
+                    Stopped::Failed(format!("{}, step {}: progress `{text}` is not a number", self.owner, self.number))
                 })
             }
         }

@@ -35,9 +35,12 @@ impl Builder<'_> {
         }
         let mut names: Vec<String> = arguments.iter().map(|a| a.name.clone()).collect();
         names.extend(["data".to_owned(), "arguments".to_owned()]);
+        let declared_steps = spec.steps.as_deref().unwrap_or_default();
+        names.extend(super::tools::produced_by(declared_steps));
         let mut scope = Scope::new(names);
         let owner = format!("prompt {}:", spec.name);
         let errors_before = self.errors();
+        let steps = self.steps(declared_steps, &owner, origin, "/steps", &mut scope);
         let mut messages = Vec::new();
         let mut ok = true;
         if spec.messages.is_empty() {
@@ -73,7 +76,8 @@ impl Builder<'_> {
                 .collect();
             wire.insert("arguments".to_owned(), Value::Array(list));
         }
-        ok.then(|| Prompt { name: spec.name.clone(), wire, arguments, messages })
+        let steps = steps?;
+        ok.then(|| Prompt { name: spec.name.clone(), wire, arguments, steps, messages })
     }
 
     /// Prompt messages and content blocks that embed a resource by a fixed
