@@ -5,7 +5,7 @@
 //! blocks embed it (`content` depends on `resource`, never the reverse).
 //!
 //! A resource with `sql:` runs its statement when it is read
-//! ([`read_live`]): matching and rendering run on the blocking pool, the
+//! ([`read_found`]): matching and rendering run on the blocking pool, the
 //! statement through the database's `transact` (holding no runtime thread,
 //! bounded by the database's timeout), and its body template sees `rows`
 //! and `truncated` (without a template, the body is the rows as JSON).
@@ -24,7 +24,6 @@ use crate::catalog::{Body, Catalog, Step};
 use crate::effect::sql::Query;
 use crate::effect::sql::engine::Rows;
 use crate::render::{self, RenderError};
-use crate::run::steps::{self, Client, Question, Resume, Stopped};
 
 /// The contents of one resource.
 #[derive(Debug, Clone, PartialEq)]
@@ -70,20 +69,6 @@ pub enum ReadError {
         "it has `steps`, which run when a client reads it, so it cannot be embedded; link it with `resource_link` instead"
     )]
     Steps,
-    /// One of its steps failed.
-    #[error("{0}")]
-    Step(String),
-    /// The client cancelled the read.
-    #[error("the read was cancelled")]
-    Cancelled,
-    /// The client must answer `questions` first; the read then resumes at `resume`.
-    #[error("the client must answer {} question(s) first", questions.len())]
-    InputRequired {
-        /// The open questions.
-        questions: Vec<Question>,
-        /// Where the read resumes.
-        resume: Resume,
-    },
 }
 
 /// What a URI names in a catalog.
@@ -136,7 +121,7 @@ pub fn database_of<'c>(catalog: &'c Catalog, uri: &str) -> Option<&'c str> {
 }
 
 /// Reads the resource at `uri`, blocking; one that reads a database is
-/// [`ReadError::Live`] (see [`read_live`]).
+/// [`ReadError::Live`] (see [`read_found`]).
 pub fn read(catalog: &Catalog, uri: &str) -> Result<ResourceBody, ReadError> {
     let found = find(catalog, uri)?;
     if found.query(catalog).is_some() {
@@ -149,29 +134,15 @@ pub fn read(catalog: &Catalog, uri: &str) -> Result<ResourceBody, ReadError> {
     render_body(catalog, uri, &found, None, context)
 }
 
-/// Reads the resource at `uri`, running its statement if it has one: the
-/// matching and the render on the blocking pool, the statement through its
-/// database (see the module's documentation). Its steps, if any, run
-/// first, from `resume`, asking `client`.
-pub async fn read_live(
+/// Reads what `uri` names (`found`) with `context` (see [`base_context`],
+/// plus what its steps produced): its statement, then its body on the
+/// blocking pool.
+pub async fn read_found(
     catalog: &Arc<Catalog>,
     uri: &str,
-    client: &dyn Client,
-    resume: Resume,
+    found: Found,
+    context: BTreeMap<String, Value>,
 ) -> Result<ResourceBody, ReadError> {
-    let (owned, owned_uri) = (Arc::clone(catalog), uri.to_owned());
-    let found = render::off_thread(move || find(&owned, &owned_uri)).await??;
-    let mut context = base_context(catalog, uri, &found);
-    let steps = found.steps(catalog);
-    if !steps.is_empty() {
-        let what = format!("resource `{uri}`");
-        let owner = steps::Owner { catalog, what: &what };
-        steps::run(owner, steps, &mut context, client, resume, None).await.map_err(|stopped| match stopped {
-            Stopped::Cancelled => ReadError::Cancelled,
-            Stopped::Failed(message) => ReadError::Step(message),
-            Stopped::InputRequired { questions, resume } => ReadError::InputRequired { questions, resume },
-        })?;
-    }
     let rows = match found.query(catalog) {
         Some(query) => {
             let variables = match &found {
@@ -192,7 +163,7 @@ pub async fn read_live(
 
 /// What a resource's templates see before its statement runs: the URI's
 /// variables, `data` and `uri`.
-fn base_context(catalog: &Catalog, uri: &str, found: &Found) -> BTreeMap<String, Value> {
+pub fn base_context(catalog: &Catalog, uri: &str, found: &Found) -> BTreeMap<String, Value> {
     // The URI's variables first: `data` and `uri` are what they always are.
     let mut context: BTreeMap<String, Value> = match found {
         Found::Template(_, variables) => {

@@ -364,7 +364,7 @@ impl Snapshot {
 
     /// `resources/read` for a request, from `resume`: its steps, then
     /// matching and rendering on the blocking pool, a resource's `sql`
-    /// statement through its database (see [`crate::resource::read_live`]);
+    /// statement through its database (see [`crate::resource::read_found`]);
     /// nothing holds a runtime thread.
     pub(in crate::server) async fn read_resource_off_thread(
         &self,
@@ -373,11 +373,23 @@ impl Snapshot {
         resume: Resume,
     ) -> Result<Asked<Vec<ResourceContents>>, ErrorData> {
         check_uri_length(uri)?;
-        match crate::resource::read_live(&self.catalog, uri, client, resume).await {
-            Ok(body) => Ok(Asked::Done(vec![resource_contents(body)])),
-            Err(ReadError::InputRequired { questions, resume }) => Ok(Asked::Input { questions, resume }),
-            Err(err) => Err(read_error(uri, err)),
+        let (catalog, owned_uri) = (Arc::clone(&self.catalog), uri.to_owned());
+        let found = crate::render::off_thread(move || crate::resource::find(&catalog, &owned_uri)).await;
+        let found = found.map_err(|err| read_error(uri, err.into()))?.map_err(|err| read_error(uri, err))?;
+        let mut context = crate::resource::base_context(&self.catalog, uri, &found);
+        let steps = found.steps(&self.catalog);
+        if !steps.is_empty() {
+            let what = format!("resource `{uri}`");
+            let owner = run::steps::Owner { catalog: &self.catalog, what: &what };
+            match run::steps::run(owner, steps, &mut context, client, resume, None).await {
+                Ok(_) => {}
+                Err(Stopped::Cancelled) => return Err(cancelled()),
+                Err(Stopped::Failed(message)) => return Err(ErrorData::internal_error(message, None)),
+                Err(Stopped::InputRequired { questions, resume }) => return Ok(Asked::Input { questions, resume }),
+            }
         }
+        let body = crate::resource::read_found(&self.catalog, uri, found, context).await;
+        body.map(|body| Asked::Done(vec![resource_contents(body)])).map_err(|err| read_error(uri, err))
     }
 
     /// The steps a read of `uri` runs (none for an unknown URI), matched on
@@ -467,11 +479,6 @@ fn read_error(uri: &str, err: ReadError) -> ErrorData {
         ReadError::Render(err) => ErrorData::internal_error(format!("resource `{uri}` failed to render: {err}"), None),
         ReadError::Query(err) => ErrorData::internal_error(format!("resource `{uri}` could not be read: {err}"), None),
         err @ (ReadError::Live | ReadError::Steps) => {
-            ErrorData::internal_error(format!("resource `{uri}` could not be read here: {err}"), None)
-        }
-        ReadError::Step(message) => ErrorData::internal_error(message, None),
-        ReadError::Cancelled => cancelled(),
-        ReadError::InputRequired { .. } => {
             ErrorData::internal_error(format!("resource `{uri}` could not be read here: {err}"), None)
         }
     }
