@@ -234,22 +234,25 @@ impl Builder<'_> {
                 None => ok = false,
             }
         }
-        let mut seen: HashMap<&str, &Location> = HashMap::new();
+        let mut seen: HashMap<&str, (&Location, bool)> = HashMap::new();
         for (key, location, explicit) in &keys {
-            let Some(first) = seen.insert(key, location) else { continue };
+            let Some((first, first_explicit)) = seen.insert(key, (location, *explicit)) else { continue };
             let message = format!("two input steps have the key `{key}`");
-            let note = crate::diag::Note { message: "first used here".to_owned(), location: (*first).clone() };
+            let note = crate::diag::Note { message: "first used here".to_owned(), location: first.clone() };
+            let hint = match (first_explicit, *explicit) {
+                (false, _) => format!(
+                    "the first has no `key:`, so it is named `{key}` after its number; choose another key here, or give the first its own `key:`"
+                ),
+                (true, false) => format!(
+                    "this step has no `key:`, so it is named `{key}` after its number, which the first already takes; give this step its own `key:`, or rename the first"
+                ),
+                (true, true) => format!(
+                    "give each input step its own `key:`: the answer is found by it (`answers.{key}`, and the client's `inputResponses`)"
+                ),
+            };
             let diagnostic = self.error("step-key", location.clone(), message);
             diagnostic.notes.push(note);
-            diagnostic.hint = Some(if *explicit {
-                format!(
-                    "give each input step its own `key:`; the answer is found by it (`answers.{key}`, and the client's `inputResponses`)"
-                )
-            } else {
-                format!(
-                    "a step without `key:` is named `step` and its number, which another step's `key: {key}` already takes: rename that one"
-                )
-            });
+            diagnostic.hint = Some(hint);
             ok = false;
         }
         ok.then_some(steps)
@@ -285,6 +288,10 @@ impl Builder<'_> {
             if kinds.len() != 1 || !others.is_empty() {
                 let location = self.assembled.locate(origin, &inner);
                 let (message, hint) = match (kinds.len(), others.first()) {
+                    (1, Some(&"ask")) => (
+                        "an `ask` cannot hold another `ask`".to_owned(),
+                        "list its questions directly in this `ask`: all of them are asked together".to_owned(),
+                    ),
                     (0, _) => (
                         "this question asks nothing".to_owned(),
                         "write `- elicit: …`, `- sample: …` or `- roots: {}`".to_owned(),
@@ -343,7 +350,10 @@ impl Builder<'_> {
                 let message = if key.is_empty() {
                     Some("the key is empty".to_owned())
                 } else {
-                    bad.map(|c| format!("`{key}` is not a valid key: it holds `{}`", c.escape_default()))
+                    bad.map(|c| {
+                        let shown = if c == ' ' { "a space".to_owned() } else { format!("`{}`", c.escape_default()) };
+                        format!("`{key}` is not a valid key: it holds {shown}")
+                    })
                 };
                 if let Some(message) = message {
                     self.error("step-key", location.clone(), message).hint = Some(
