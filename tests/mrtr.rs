@@ -498,3 +498,19 @@ fn server_request(server: &mut Server, method: &str) -> Value {
         server.notifications.push(message);
     }
 }
+
+#[test]
+fn carte_call_skips_optional_questions_and_says_why_it_cannot_ask_the_others() {
+    let dir = TempDir::new("mrtr-cli");
+    let path = dir.write("catalog.yaml", CATALOG);
+    let (code, result, _) = common::run_cli("call", &path, &["maybe_ask"], &[]);
+    assert_eq!((code, text(&result)), (Some(0), "Hi stranger (0 answers)".to_owned()));
+    let (code, result, stderr) = common::run_cli("call", &path, &["greet"], &[]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert_eq!(
+        text(&result),
+        "tool `greet` could not ask the client: there is no client to ask (elicitation needs an MCP client)"
+    );
+    // The log before the question went to stderr, as `carte call` shows logs.
+    assert!(stderr.contains("before asking"), "{stderr}");
+}

@@ -310,9 +310,11 @@ impl ServerHandler for Handler {
         let snapshot = self.shared.snapshot();
         let binding = Binding { method: "resources/read", name: &request.uri, arguments: None };
         // Matching a URI is off the runtime thread; only a catalog whose resources ask needs it here.
-        let steps = match snapshot.resource_steps && modern(&context) {
-            true => super::snapshot::check_uri_length(&request.uri).and(Ok(snapshot.steps_of(&request.uri).await))?,
-            false => Vec::new(),
+        let steps = if snapshot.resource_steps && modern(&context) {
+            super::snapshot::check_uri_length(&request.uri)?;
+            snapshot.steps_of(&request.uri).await
+        } else {
+            Vec::new()
         };
         let (resume, answers) = self.prepare(
             &context,
@@ -546,14 +548,13 @@ impl Client for RequestClient<'_> {
             };
             let mut open = Vec::new();
             for question in questions {
-                match answers.get(&question.key) {
-                    Some(answer) if run::steps::fits(&question, answer).is_ok() => {
+                let fitting = answers.get(&question.key).map(|answer| (answer, run::steps::fits(&question, answer)));
+                match fitting {
+                    Some((answer, Ok(()))) => {
                         answered.insert(question.key, answer.clone());
                     }
-                    Some(answer) => {
-                        if let Err(reason) = run::steps::fits(&question, answer) {
-                            tracing::debug!("asking again: {reason}");
-                        }
+                    Some((_, Err(reason))) => {
+                        tracing::debug!("asking again: {reason}");
                         open.push(question);
                     }
                     None => open.push(question),
