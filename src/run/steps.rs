@@ -257,7 +257,10 @@ pub async fn run(
     for step in &steps[..start] {
         record(context, step.inputs(), &answers);
     }
-    context.insert("answers".to_owned(), render::to_value(&answers));
+    // Only steps that ask set `answers`: elsewhere it stays what it was (an argument of that name).
+    if steps.iter().any(|step| !step.inputs().is_empty()) {
+        context.insert("answers".to_owned(), render::to_value(&answers));
+    }
     let end = stop_before.unwrap_or(steps.len()).min(steps.len());
     for (idx, step) in steps.iter().enumerate().take(end).skip(start) {
         if client.cancelled() {
@@ -632,6 +635,20 @@ tools:
         let answered = [("where".to_owned(), json!({"roots": []}))].into_iter().collect();
         assert!(keys(&Resume { step: 3, answers: answered }).is_empty());
         assert!(keys(&Resume { step: 99, answers: Map::new() }).is_empty());
+    }
+
+    #[test]
+    fn steps_that_ask_nothing_leave_an_argument_named_answers_alone() {
+        let catalog = catalog();
+        let steps = &catalog.tool("t").unwrap().steps[..1];
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let mut context = BTreeMap::from([("answers".to_owned(), TemplateValue::from(42))]);
+        let owner = Owner { catalog: &catalog, what: "tool `t`" };
+        let client = Recorder::default();
+        runtime.block_on(run(owner, steps, &mut context, &client, Resume::default(), None)).unwrap();
+        assert_eq!(context["answers"], TemplateValue::from(42));
+        runtime.block_on(run(owner, &[], &mut context, &client, Resume::default(), None)).unwrap();
+        assert_eq!(context["answers"], TemplateValue::from(42));
     }
 
     #[test]
