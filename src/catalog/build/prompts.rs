@@ -111,10 +111,29 @@ impl Builder<'_> {
             if uri.contains("{{") || uri.contains("{%") {
                 continue; // rendered per call; checked when it runs
             }
-            // Whether the resource it names reads a database; `None`: there is none.
-            let reads = resources.iter().find(|r| r.uri == uri).map(|r| r.sql.is_some()).or_else(|| {
-                templates.iter().find(|t| matches!(t.template.match_uri(uri), Ok(Some(_)))).map(|t| t.sql.is_some())
-            });
+            // Whether the resource it names reads a database, and whether it
+            // has steps; `None`: there is none.
+            let named =
+                resources.iter().find(|r| r.uri == uri).map(|r| (r.sql.is_some(), !r.steps.is_empty())).or_else(|| {
+                    templates
+                        .iter()
+                        .find(|t| matches!(t.template.match_uri(uri), Ok(Some(_))))
+                        .map(|t| (t.sql.is_some(), !t.steps.is_empty()))
+                });
+            let reads = named.map(|(sql, _)| sql);
+            if named.is_some_and(|(sql, steps)| steps && !sql) {
+                self.error(
+                    "resource-embed",
+                    location.clone(),
+                    format!("resource `{uri}` has `steps`, which run when a client reads it, so it cannot be embedded"),
+                )
+                .hint = Some(if in_tool {
+                    "its steps may ask the client: link it instead (`- resource_link: { uri: …, name: … }`)"
+                } else {
+                    "its steps may ask the client: name its URI in the message's text, and the client reads it with `resources/read`"
+                }
+                .to_owned());
+            }
             if reads == Some(true) {
                 self.error(
                     "resource-embed",
