@@ -100,6 +100,13 @@ prompts:
           requestedSchema: { type: object, properties: { context: { type: string } }, required: [context] }
     messages:
       - { role: user, text: "Prompt with context: {{ elicited.content.context }}" }
+resources:
+  - uri: "index://roots"
+    name: roots_index
+    description: The client's roots, when it can list them.
+    steps:
+      - roots: { key: where, optional: true }
+    text: "{% if answers.where %}{{ roots | map(attribute='uri') | join(',') }}{% else %}no roots{% endif %}"
 resourceTemplates:
   - uriTemplate: "notes://{topic}"
     name: notes
@@ -386,6 +393,21 @@ fn a_prompt_and_a_resource_template_ask_before_they_render() {
         all_capabilities(),
     );
     assert_eq!(other.response()["error"]["code"], -32602);
+
+    // A fixed resource asks too; its optional step is skipped for a client that cannot answer.
+    let skipped = rpc(&server, "resources/read", json!({"uri": "index://roots"}), json!({}));
+    assert_eq!(skipped.result()["contents"][0]["text"], "no roots");
+    let first = rpc(&server, "resources/read", json!({"uri": "index://roots"}), all_capabilities());
+    let (keys, state) = asked(first.result());
+    assert_eq!(keys, [("where".to_owned(), "roots/list".to_owned())]);
+    let answer = json!({"where": {"roots": [{"uri": "file:///src"}]}});
+    let done = rpc(
+        &server,
+        "resources/read",
+        json!({"uri": "index://roots", "requestState": state, "inputResponses": answer}),
+        all_capabilities(),
+    );
+    assert_eq!(done.result()["contents"][0]["text"], "file:///src");
 }
 
 #[test]
