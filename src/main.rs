@@ -10,6 +10,7 @@ use carte::catalog::{self, Catalog};
 use carte::diag::{self, Diagnostic};
 use carte::reload;
 use carte::server::http::HttpOptions;
+use carte::server::request_state::StateKeys;
 use carte::server::{Answer, ListKind, Shared, Snapshot};
 use clap::{Parser, Subcommand, ValueEnum};
 use serde_json::{Map, Value};
@@ -87,6 +88,17 @@ enum Command {
         /// HTTP: largest request body in bytes.
         #[arg(long, value_name = "BYTES", default_value_t = 4 * 1024 * 1024)]
         max_body_bytes: usize,
+        /// Sign the `requestState` of input-required results (protocol
+        /// 2026-07-28: a tool, prompt or resource whose steps ask the client)
+        /// with the key in this environment variable: at least 32 bytes, e.g.
+        /// from `openssl rand -hex 32`. Give every replica the same value, so
+        /// that a client's retry may reach any of them. To rotate, set
+        /// `NEW,OLD` (the first key signs, every key verifies) and drop OLD
+        /// 10 minutes later, when the states it signed have expired. Without
+        /// it, each process signs with a random key: a retry after a restart,
+        /// or on another replica, is refused.
+        #[arg(long, value_name = "NAME")]
+        state_key_env: Option<String>,
     },
     /// Validate catalogs and print every problem found (exit 0 valid, 1 invalid, 2 unreadable).
     Check {
@@ -238,7 +250,21 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             max_connections,
             header_timeout,
             max_body_bytes,
+            state_key_env,
         } => {
+            let state_keys = match state_key_env {
+                None => None,
+                Some(name) => match std::env::var(&name) {
+                    Ok(value) if !value.trim().is_empty() => match StateKeys::from_value(value.trim()) {
+                        Ok(keys) => Some(keys),
+                        Err(reason) => anyhow::bail!("--state-key-env {name}: {reason}"),
+                    },
+                    _ => anyhow::bail!(
+                        "--state-key-env {name}: the environment variable `{name}` is not set or empty; \
+                         set it to a key of at least 32 bytes (e.g. `openssl rand -hex 32`)"
+                    ),
+                },
+            };
             let watch = match (no_watch, poll) {
                 (true, _) => None,
                 (false, Some(ms)) => Some(reload::Mode::Poll(Duration::from_millis(ms.max(1)))),
@@ -273,7 +299,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     })
                 }
             };
-            serve(&catalog, reloading, http)
+            serve(&catalog, reloading, http, state_keys)
         }
         Command::Check { catalogs, format, watch: true } => check_watch(&catalogs, format),
         Command::Check { catalogs, format, watch: false } => Ok(check(&catalogs, format).0),
@@ -347,7 +373,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 let usage = format!("carte prompt {} {name}", catalog.display());
                 check_required(&what, &usage, &arguments, &known)?;
             }
-            Ok(print_answer(runtime()?.block_on(snapshot.get_prompt_json(&name, Some(arguments)))))
+            Ok(print_answer(runtime()?.block_on(snapshot.get_prompt_json(
+                &name,
+                Some(arguments),
+                &carte::run::steps::NoClient,
+            ))))
         }
         Command::Complete { catalog, reference, argument, prefix } => {
             let Some(snapshot) = load_or_report(&catalog) else { return Ok(ExitCode::from(1)) };
@@ -386,7 +416,12 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn serve(path: &Path, options: reload::Options, http: Option<HttpOptions>) -> anyhow::Result<ExitCode> {
+fn serve(
+    path: &Path,
+    options: reload::Options,
+    http: Option<HttpOptions>,
+    state_keys: Option<StateKeys>,
+) -> anyhow::Result<ExitCode> {
     let Some(snapshot) = load_or_report(path) else { return Ok(ExitCode::from(1)) };
     let catalog = &snapshot.catalog;
     tracing::info!(
@@ -399,7 +434,16 @@ fn serve(path: &Path, options: reload::Options, http: Option<HttpOptions>) -> an
         if http.is_some() { "HTTP" } else { "stdio" }
     );
     let inputs = catalog.inputs.clone();
-    let shared = Shared::new(snapshot);
+    let state_keys = state_keys.unwrap_or_else(|| {
+        if http.is_some() {
+            tracing::info!(
+                "no --state-key-env: input-required states are signed with a random key of this process; \
+                 a client's retry after a restart, or on another replica, is refused"
+            );
+        }
+        StateKeys::random()
+    });
+    let shared = Shared::with_state_keys(snapshot, state_keys);
     let runtime = if http.is_some() { http_runtime()? } else { runtime()? };
     let served = runtime.block_on(async {
         tokio::spawn(reload::run(path.to_path_buf(), shared.clone(), inputs, options, std::future::pending()));

@@ -1,6 +1,8 @@
-//! Rendering a prompt: checking its arguments, then each message's block.
-//! Arguments are strings; an optional argument that was not given is
-//! undefined in the templates, so `{% if room %}` works.
+//! Rendering a prompt: checking its arguments ([`context`]), then (after
+//! its steps, which run through the client and add their answers to the
+//! context) each message's block ([`render`]). Arguments are strings; an
+//! optional argument that was not given is undefined in the templates, so
+//! `{% if room %}` works.
 
 use std::collections::BTreeMap;
 
@@ -21,12 +23,22 @@ pub enum PromptError {
     Block(#[from] BlockError),
 }
 
-/// Renders `prompt`'s messages with `arguments`.
+/// Renders `prompt`'s messages with `arguments` (a prompt without steps).
 pub fn get(
     catalog: &Catalog,
     prompt: &Prompt,
     arguments: &Map<String, serde_json::Value>,
 ) -> Result<Vec<(Role, Output)>, PromptError> {
+    render(catalog, prompt, context(catalog, prompt, arguments)?)
+}
+
+/// What `prompt`'s templates see for `arguments`: the given ones, `arguments`
+/// and `data`; a required one missing is an error.
+pub fn context(
+    catalog: &Catalog,
+    prompt: &Prompt,
+    arguments: &Map<String, serde_json::Value>,
+) -> Result<BTreeMap<String, Value>, PromptError> {
     let mut context: BTreeMap<String, Value> = BTreeMap::new();
     let mut given: BTreeMap<String, String> = BTreeMap::new();
     for (name, value) in arguments {
@@ -48,6 +60,15 @@ pub fn get(
     }
     context.insert("arguments".to_owned(), crate::render::to_value(&given));
     context.insert("data".to_owned(), catalog.data.clone());
+    Ok(context)
+}
+
+/// Renders `prompt`'s messages with `context` (blocking: templates run here).
+pub fn render(
+    catalog: &Catalog,
+    prompt: &Prompt,
+    context: BTreeMap<String, Value>,
+) -> Result<Vec<(Role, Output)>, PromptError> {
     let context = Value::from(context);
     prompt.messages.iter().map(|(role, block)| Ok((*role, render_block(catalog, block, &context)?))).collect()
 }

@@ -5,7 +5,7 @@
 //! blocks embed it (`content` depends on `resource`, never the reverse).
 //!
 //! A resource with `sql:` runs its statement when it is read
-//! ([`read_live`]): matching and rendering run on the blocking pool, the
+//! ([`read_found`]): matching and rendering run on the blocking pool, the
 //! statement through the database's `transact` (holding no runtime thread,
 //! bounded by the database's timeout), and its body template sees `rows`
 //! and `truncated` (without a template, the body is the rows as JSON).
@@ -20,7 +20,7 @@ use base64::Engine as _;
 use minijinja::Value;
 use serde_json::Map;
 
-use crate::catalog::{Body, Catalog};
+use crate::catalog::{Body, Catalog, Step};
 use crate::effect::sql::Query;
 use crate::effect::sql::engine::Rows;
 use crate::render::{self, RenderError};
@@ -64,6 +64,11 @@ pub enum ReadError {
     /// It reads a database, which this caller cannot wait for ([`read`]).
     #[error("it reads a database when it is read, so it cannot be embedded; link it with `resource_link` instead")]
     Live,
+    /// It has steps, which this caller cannot run ([`read`]).
+    #[error(
+        "it has `steps`, which run when a client reads it, so it cannot be embedded; link it with `resource_link` instead"
+    )]
+    Steps,
 }
 
 /// What a URI names in a catalog.
@@ -83,6 +88,15 @@ impl Found {
             Found::Resource(idx) => catalog.resources.get(*idx)?.sql.as_ref(),
             Found::Template(idx, _) => catalog.resource_templates.get(*idx)?.sql.as_ref(),
         }
+    }
+
+    /// The steps a read of it runs first.
+    pub fn steps<'c>(&self, catalog: &'c Catalog) -> &'c [Step] {
+        let steps = match self {
+            Found::Resource(idx) => catalog.resources.get(*idx).map(|r| &r.steps),
+            Found::Template(idx, _) => catalog.resource_templates.get(*idx).map(|t| &t.steps),
+        };
+        steps.map(Vec::as_slice).unwrap_or_default()
     }
 }
 
@@ -107,21 +121,28 @@ pub fn database_of<'c>(catalog: &'c Catalog, uri: &str) -> Option<&'c str> {
 }
 
 /// Reads the resource at `uri`, blocking; one that reads a database is
-/// [`ReadError::Live`] (see [`read_live`]).
+/// [`ReadError::Live`] (see [`read_found`]).
 pub fn read(catalog: &Catalog, uri: &str) -> Result<ResourceBody, ReadError> {
     let found = find(catalog, uri)?;
     if found.query(catalog).is_some() {
         return Err(ReadError::Live);
     }
-    render_body(catalog, uri, &found, None)
+    if !found.steps(catalog).is_empty() {
+        return Err(ReadError::Steps);
+    }
+    let context = base_context(catalog, uri, &found);
+    render_body(catalog, uri, &found, None, context)
 }
 
-/// Reads the resource at `uri`, running its statement if it has one: the
-/// matching and the render on the blocking pool, the statement through its
-/// database (see the module's documentation).
-pub async fn read_live(catalog: &Arc<Catalog>, uri: &str) -> Result<ResourceBody, ReadError> {
-    let (owned, owned_uri) = (Arc::clone(catalog), uri.to_owned());
-    let found = render::off_thread(move || find(&owned, &owned_uri)).await??;
+/// Reads what `uri` names (`found`) with `context` (see [`base_context`],
+/// plus what its steps produced): its statement, then its body on the
+/// blocking pool.
+pub async fn read_found(
+    catalog: &Arc<Catalog>,
+    uri: &str,
+    found: Found,
+    context: BTreeMap<String, Value>,
+) -> Result<ResourceBody, ReadError> {
     let rows = match found.query(catalog) {
         Some(query) => {
             let variables = match &found {
@@ -137,12 +158,12 @@ pub async fn read_live(catalog: &Arc<Catalog>, uri: &str) -> Result<ResourceBody
         None => None,
     };
     let (owned, owned_uri) = (Arc::clone(catalog), uri.to_owned());
-    render::off_thread(move || render_body(&owned, &owned_uri, &found, rows)).await?
+    render::off_thread(move || render_body(&owned, &owned_uri, &found, rows, context)).await?
 }
 
-/// Renders the body of what `uri` names (blocking), with its statement's
-/// `rows` if it has one.
-fn render_body(catalog: &Catalog, uri: &str, found: &Found, rows: Option<Rows>) -> Result<ResourceBody, ReadError> {
+/// What a resource's templates see before its statement runs: the URI's
+/// variables, `data` and `uri`.
+pub fn base_context(catalog: &Catalog, uri: &str, found: &Found) -> BTreeMap<String, Value> {
     // The URI's variables first: `data` and `uri` are what they always are.
     let mut context: BTreeMap<String, Value> = match found {
         Found::Template(_, variables) => {
@@ -152,6 +173,18 @@ fn render_body(catalog: &Catalog, uri: &str, found: &Found, rows: Option<Rows>) 
     };
     context.insert("data".to_owned(), catalog.data.clone());
     context.insert("uri".to_owned(), Value::from(uri));
+    context
+}
+
+/// Renders the body of what `uri` names (blocking) with `context`, and its
+/// statement's `rows` if it has one.
+fn render_body(
+    catalog: &Catalog,
+    uri: &str,
+    found: &Found,
+    rows: Option<Rows>,
+    mut context: BTreeMap<String, Value>,
+) -> Result<ResourceBody, ReadError> {
     let mut json_rows = None;
     if let Some(rows) = rows {
         let list = serde_json::Value::Array(rows.rows.into_iter().map(serde_json::Value::Object).collect());

@@ -1,6 +1,7 @@
 //! A tool's `steps` over stdio: log and progress notifications before the
-//! result, elicitation and sampling round trips with the client, and
-//! cancellation between steps.
+//! result, elicitation and sampling round trips with the client (legacy
+//! sessions; a 2026-07-28 client answers in a retry), and cancellation
+//! between steps.
 
 mod common;
 
@@ -167,12 +168,22 @@ fn cancellation_stops_a_call_and_it_gets_no_response() {
 }
 
 #[test]
-fn a_2026_client_is_told_why_elicitation_cannot_run() {
+fn a_2026_client_over_stdio_answers_in_a_retry() {
     let dir = TempDir::new("steps-2026");
     let path = dir.write("catalog.yaml", CATALOG);
     let mut server = Server::start(&path, &[]);
     let meta = common::meta_2026(json!({"elicitation": {}}));
-    let result = server.result("tools/call", json!({"name": "greet", "_meta": meta}));
-    assert_eq!(result["isError"], true);
-    assert!(text(&result).contains("protocol 2026-07-28 does not let a server send requests"), "{result}");
+    let asked = server.result("tools/call", json!({"name": "greet", "_meta": meta}));
+    assert_eq!(asked["resultType"], "input_required", "{asked}");
+    assert_eq!(asked["inputRequests"]["step1"]["method"], "elicitation/create");
+    assert_eq!(asked["inputRequests"]["step1"]["params"]["message"], "What is your name?");
+    let state = asked["requestState"].as_str().expect("a requestState");
+    let done = server.result(
+        "tools/call",
+        json!({"name": "greet", "_meta": meta, "requestState": state,
+            "inputResponses": {"step1": {"action": "accept", "content": {"name": "Ada"}}}}),
+    );
+    assert_eq!(text(&done), "Hello Ada");
+    // No server-to-client request went out: `result` fails on any unexpected message.
+    assert!(server.notifications.iter().all(|n| n.get("id").is_none()));
 }

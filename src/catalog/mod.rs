@@ -160,6 +160,26 @@ pub enum Step {
     },
     /// Wait.
     Sleep(Wait),
+    /// Ask the client one question (one round).
+    Input(Input),
+    /// Ask the client several questions together (one round).
+    Ask(Vec<Input>),
+}
+
+/// An input step: a question for the client (`elicit`, `sample`, `roots`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Input {
+    /// The answer's name in `answers` and in `inputRequests`.
+    pub key: String,
+    /// Skipped when the client cannot answer it.
+    pub optional: bool,
+    /// What is asked.
+    pub kind: InputKind,
+}
+
+/// What an input step asks.
+#[derive(Debug, Clone, PartialEq)]
+pub enum InputKind {
     /// Ask the user; the answer becomes `elicited`.
     Elicit {
         /// The question's template.
@@ -176,6 +196,30 @@ pub enum Step {
         /// The system prompt's template.
         system: Option<String>,
     },
+    /// Ask the client for its roots; the list becomes `roots`.
+    Roots,
+}
+
+impl InputKind {
+    /// The MCP method that asks it.
+    pub fn method(&self) -> &'static str {
+        match self {
+            InputKind::Elicit { .. } => "elicitation/create",
+            InputKind::Sample { .. } => "sampling/createMessage",
+            InputKind::Roots => "roots/list",
+        }
+    }
+}
+
+impl Step {
+    /// The questions this step asks: none, one, or an `ask`'s.
+    pub fn inputs(&self) -> &[Input] {
+        match self {
+            Step::Input(input) => std::slice::from_ref(input),
+            Step::Ask(inputs) => inputs,
+            _ => &[],
+        }
+    }
 }
 
 /// What a `log` step sends.
@@ -264,6 +308,8 @@ pub struct Prompt {
     pub wire: Map<String, Value>,
     /// Its arguments.
     pub arguments: Vec<PromptArgument>,
+    /// Steps taken before the messages render.
+    pub steps: Vec<Step>,
     /// Its messages.
     pub messages: Vec<(Role, Block)>,
 }
@@ -290,6 +336,8 @@ pub struct Resource {
     pub body: Body,
     /// The statement whose rows its body template sees, if it reads a database.
     pub sql: Option<Query>,
+    /// Steps taken on each read, before the body renders.
+    pub steps: Vec<Step>,
 }
 
 /// A resource body.
@@ -322,6 +370,8 @@ pub struct ResourceTemplate {
     pub sql: Option<Query>,
     /// Completion values per variable.
     pub complete: IndexMap<String, Vec<String>>,
+    /// Steps taken on each read, before the body renders.
+    pub steps: Vec<Step>,
 }
 
 impl Catalog {

@@ -167,12 +167,12 @@ pub struct RunSpec {
     #[serde(default)]
     pub json: Option<bool>,
     /// Steps taken in order before the effect and the result: log, progress,
-    /// sleep, elicit, sample.
+    /// sleep, elicit, sample, roots, ask.
     #[serde(default)]
     pub steps: Option<Vec<StepSpec>>,
 }
 
-/// One step of `run.steps`; exactly one of its keys.
+/// One step of `steps`; exactly one of its keys.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 #[schemars(title = "step")]
@@ -193,6 +193,13 @@ pub struct StepSpec {
     /// Asks the client's model (`sampling/createMessage`); the reply is `sampled`.
     #[serde(default)]
     pub sample: Option<SampleStepSpec>,
+    /// Asks the client for its roots (`roots/list`); the list is `roots`.
+    #[serde(default)]
+    pub roots: Option<RootsStepSpec>,
+    /// Several `elicit`, `sample` and `roots` steps asked together, in one round; their
+    /// templates see only what came before the `ask`.
+    #[serde(default)]
+    pub ask: Option<Vec<StepSpec>>,
 }
 
 /// A `log` step.
@@ -267,6 +274,12 @@ pub enum SleepSpec {
 #[serde(deny_unknown_fields)]
 #[schemars(title = "elicit step")]
 pub struct ElicitStepSpec {
+    /// The answer's name in `answers` and in `inputRequests` (default `stepN`, N the step's number).
+    #[serde(default)]
+    pub key: Option<String>,
+    /// Skip the step when the client cannot answer it (did not declare `elicitation`); default false.
+    #[serde(default)]
+    pub optional: Option<bool>,
     /// A template of what to ask the user.
     pub message: String,
     /// The form: a flat JSON Schema object of primitive properties.
@@ -279,6 +292,12 @@ pub struct ElicitStepSpec {
 #[serde(deny_unknown_fields)]
 #[schemars(title = "sample step")]
 pub struct SampleStepSpec {
+    /// The answer's name in `answers` and in `inputRequests` (default `stepN`, N the step's number).
+    #[serde(default)]
+    pub key: Option<String>,
+    /// Skip the step when the client cannot answer it (did not declare `sampling`); default false.
+    #[serde(default)]
+    pub optional: Option<bool>,
     /// The conversation to send; each text is a template.
     pub messages: Vec<SampleMessageSpec>,
     /// The most tokens the client's model may produce.
@@ -287,6 +306,19 @@ pub struct SampleStepSpec {
     /// A template of the system prompt (optional).
     #[serde(default, rename = "systemPrompt")]
     pub system_prompt: Option<String>,
+}
+
+/// A `roots` step.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(title = "roots step")]
+pub struct RootsStepSpec {
+    /// The answer's name in `answers` and in `inputRequests` (default `stepN`, N the step's number).
+    #[serde(default)]
+    pub key: Option<String>,
+    /// Skip the step when the client cannot answer it (did not declare `roots`); default false.
+    #[serde(default)]
+    pub optional: Option<bool>,
 }
 
 /// One message of a `sample` step.
@@ -377,6 +409,10 @@ pub struct PromptSpec {
     /// The arguments a client fills in (always strings).
     #[serde(default)]
     pub arguments: Option<Vec<ArgumentSpec>>,
+    /// Steps taken before the messages render (log, progress, sleep, elicit, sample, roots,
+    /// ask); the messages see `answers`, `elicited`, `sampled` and `roots`.
+    #[serde(default)]
+    pub steps: Option<Vec<StepSpec>>,
     /// The messages, rendered in order.
     pub messages: Vec<MessageSpec>,
 }
@@ -483,6 +519,10 @@ pub struct ResourceSpec {
     /// `notifications/resources/updated` when a tool's write changes what it reads.
     #[serde(default)]
     pub sql: Option<crate::effect::sql::ReadSpec>,
+    /// Steps taken on each read before the body renders (log, progress, sleep, elicit, sample,
+    /// roots, ask); the body sees `answers`, `elicited`, `sampled` and `roots`.
+    #[serde(default)]
+    pub steps: Option<Vec<StepSpec>>,
 }
 
 /// A resource template (RFC 6570 URI template).
@@ -519,4 +559,8 @@ pub struct ResourceTemplateSpec {
     /// Values offered by `completion/complete`, per URI variable.
     #[serde(default)]
     pub complete: Option<IndexMap<String, Vec<String>>>,
+    /// Steps taken on each read before the body renders (log, progress, sleep, elicit, sample,
+    /// roots, ask); the body sees the URI's variables, `answers`, `elicited`, `sampled` and `roots`.
+    #[serde(default)]
+    pub steps: Option<Vec<StepSpec>>,
 }

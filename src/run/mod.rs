@@ -50,17 +50,29 @@ impl ToolOutcome {
     }
 }
 
-/// The client cancelled the call: it gets no result.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Cancelled;
+/// Why a call gave no result.
+#[derive(Debug)]
+pub enum Halted {
+    /// The client cancelled the call: it gets no result.
+    Cancelled,
+    /// The client must answer `questions` first; the call then resumes at `resume`.
+    InputRequired {
+        /// The open questions.
+        questions: Vec<steps::Question>,
+        /// Where the call resumes, with the answers so far.
+        resume: steps::Resume,
+    },
+}
 
-/// Calls `tool` of `catalog` with `arguments`, on behalf of `client`.
+/// Calls `tool` of `catalog` with `arguments`, on behalf of `client`,
+/// starting its steps at `resume` (see [`steps::run`]).
 pub async fn call(
     catalog: &Arc<Catalog>,
     tool: &Tool,
     arguments: Map<String, Value>,
     client: &dyn steps::Client,
-) -> Result<ToolOutcome, Cancelled> {
+    resume: steps::Resume,
+) -> Result<ToolOutcome, Halted> {
     let arguments = match check_arguments(tool, arguments) {
         Ok(arguments) => arguments,
         Err(message) => return Ok(ToolOutcome::error(message)),
@@ -69,14 +81,17 @@ pub async fn call(
         arguments.iter().map(|(k, v)| (k.clone(), crate::render::to_value(v))).collect();
     context.insert("arguments".to_owned(), crate::render::to_value(&arguments));
     context.insert("data".to_owned(), catalog.data.clone());
-    match steps::run(catalog, &tool.name, &tool.steps, &mut context, client).await {
-        Err(steps::Stopped::Cancelled) => Err(Cancelled),
+    let what = format!("tool `{}`", tool.name);
+    let owner = steps::Owner { catalog, what: &what };
+    match steps::run(owner, &tool.steps, &mut context, client, resume, None).await {
+        Err(steps::Stopped::Cancelled) => Err(Halted::Cancelled),
         Err(steps::Stopped::Failed(message)) => Ok(ToolOutcome::error(message)),
+        Err(steps::Stopped::InputRequired { questions, resume }) => Err(Halted::InputRequired { questions, resume }),
         // A cancelled call drops its effect, which stops its work (an SQL
         // statement) and rolls back a write whose result was rendering.
-        Ok(()) => tokio::select! {
+        Ok(_) => tokio::select! {
             outcome = finish(catalog, tool, arguments, context, client) => Ok(redact_error(outcome)),
-            () = client.until_cancelled() => Err(Cancelled),
+            () = client.until_cancelled() => Err(Halted::Cancelled),
         },
     }
 }

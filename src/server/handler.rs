@@ -22,9 +22,16 @@ use tokio_util::sync::CancellationToken;
 
 use super::Shared;
 use super::hub::{MAX_SUBSCRIPTIONS, Session, SubscribeError, severity, wire_level};
+use super::request_state::Binding;
+use super::snapshot::Asked;
+use crate::catalog::Step;
 use crate::catalog::model::LogLevel;
-use crate::run::steps::{Client, ClientFuture};
-use rmcp::model::{CreateMessageRequestParams, ElicitRequestParams, ProgressNotificationParam};
+use crate::run;
+use crate::run::steps::{Client, ClientFuture, Question, Resume, Unanswered};
+use rmcp::model::{
+    ClientCapabilities, CreateMessageRequestParams, ElicitRequestParams, InputRequest, InputRequests,
+    InputRequiredResult, InputResponses, ProgressNotificationParam,
+};
 
 /// MCP methods rmcp parses itself: if one reaches `on_custom_request`, its
 /// parameters did not fit, which is -32602, not "method not found".
@@ -94,6 +101,78 @@ impl Handler {
     }
 }
 
+impl Handler {
+    /// Before a request that may ask the client runs anything: on
+    /// 2026-07-28, where it resumes (its `requestState` opened: -32602 if it
+    /// is not one this server signed for this very request) and the answers
+    /// it carries; then -32021 if a step it will run needs a capability the
+    /// request did not declare (an `optional` step is skipped instead).
+    /// Legacy sessions start at the first step and are asked directly.
+    fn prepare(
+        &self,
+        context: &RequestContext<RoleServer>,
+        binding: &Binding<'_>,
+        state: Option<&str>,
+        responses: Option<InputResponses>,
+        steps: &[Step],
+    ) -> Result<(Resume, Option<InputResponses>), ErrorData> {
+        if !modern(context) {
+            return Ok((Resume::default(), None));
+        }
+        let resume = match state {
+            Some(state) => self.shared.state_keys.open(binding, state)?,
+            None => Resume::default(),
+        };
+        let declared = context.meta.client_capabilities().unwrap_or_default();
+        let mut missing = serde_json::Map::new();
+        for input in run::steps::needed(steps, &resume) {
+            let Some(capability) = run::steps::capability(input.kind.method()) else { continue };
+            if !has_capability(&declared, capability) {
+                missing.insert(capability.to_owned(), json!({}));
+            }
+        }
+        if !missing.is_empty() {
+            let required = serde_json::from_value(serde_json::Value::Object(missing))
+                .map_err(|err| ErrorData::internal_error(format!("internal: capabilities: {err}"), None))?;
+            return Err(ErrorData::missing_required_client_capability(required));
+        }
+        Ok((resume, Some(responses.unwrap_or_default())))
+    }
+
+    /// The input-required result asking `questions`, with a new signed
+    /// state that resumes at `resume`.
+    fn input_required(
+        &self,
+        binding: &Binding<'_>,
+        questions: Vec<Question>,
+        resume: &Resume,
+    ) -> Result<InputRequiredResult, ErrorData> {
+        let mut requests = InputRequests::new();
+        for question in questions {
+            let wire = json!({ "method": question.method, "params": question.params });
+            let request: InputRequest = serde_json::from_value(wire).map_err(|err| {
+                ErrorData::internal_error(
+                    format!("internal: `{}` is not a valid {}: {err}", question.key, question.method),
+                    None,
+                )
+            })?;
+            requests.insert(question.key, request);
+        }
+        let state = self.shared.state_keys.seal(binding, resume)?;
+        Ok(InputRequiredResult::new(Some(requests), Some(state)))
+    }
+}
+
+/// Whether `declared` holds `capability` (`elicitation`, `sampling`, `roots`).
+fn has_capability(declared: &ClientCapabilities, capability: &str) -> bool {
+    match capability {
+        "elicitation" => declared.elicitation.is_some(),
+        "sampling" => declared.sampling.is_some(),
+        "roots" => declared.roots.is_some(),
+        _ => false,
+    }
+}
+
 impl Drop for Handler {
     fn drop(&mut self) {
         self.shared.hub.leave(self.session.id);
@@ -160,8 +239,16 @@ impl ServerHandler for Handler {
         let _in_flight = self.shared.calls.start();
         let snapshot = self.shared.snapshot();
         let started = Instant::now();
-        let client = RequestClient { handler: self, context: &context };
-        let (result, changed) = snapshot.call_tool(&request.name, request.arguments, &client).await?;
+        let binding = Binding { method: "tools/call", name: &request.name, arguments: request.arguments.as_ref() };
+        let steps = snapshot.catalog.tool(&request.name).map(|tool| tool.steps.as_slice()).unwrap_or_default();
+        let (resume, answers) =
+            self.prepare(&context, &binding, request.request_state.as_deref(), request.input_responses.clone(), steps)?;
+        let client = RequestClient { handler: self, context: &context, answers };
+        let called = snapshot.call_tool(&request.name, request.arguments.clone(), &client, resume).await?;
+        let (result, changed) = match called {
+            Asked::Done(done) => done,
+            Asked::Input { questions, resume } => return Ok(self.input_required(&binding, questions, &resume)?.into()),
+        };
         if let Some(database) = changed {
             super::live::changed(&self.shared, &database);
         }
@@ -193,9 +280,18 @@ impl ServerHandler for Handler {
     async fn get_prompt(
         &self,
         request: GetPromptRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        Ok(self.shared.snapshot().get_prompt(&request.name, request.arguments).await?.into())
+        let snapshot = self.shared.snapshot();
+        let binding = Binding { method: "prompts/get", name: &request.name, arguments: request.arguments.as_ref() };
+        let steps = snapshot.catalog.prompt(&request.name).map(|prompt| prompt.steps.as_slice()).unwrap_or_default();
+        let (resume, answers) =
+            self.prepare(&context, &binding, request.request_state.as_deref(), request.input_responses.clone(), steps)?;
+        let client = RequestClient { handler: self, context: &context, answers };
+        match snapshot.get_prompt(&request.name, request.arguments.clone(), &client, resume).await? {
+            Asked::Done(result) => Ok(result.into()),
+            Asked::Input { questions, resume } => Ok(self.input_required(&binding, questions, &resume)?.into()),
+        }
     }
 
     async fn list_resources(
@@ -217,10 +313,29 @@ impl ServerHandler for Handler {
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        let contents = self.shared.snapshot().read_resource_off_thread(&request.uri).await?;
-        Ok(ReadResourceResult::new(contents).into())
+        let snapshot = self.shared.snapshot();
+        let binding = Binding { method: "resources/read", name: &request.uri, arguments: None };
+        // Matching a URI is off the runtime thread; only a catalog whose resources ask needs it here.
+        let steps = if snapshot.resource_steps && modern(&context) {
+            super::snapshot::check_uri_length(&request.uri)?;
+            snapshot.steps_of(&request.uri).await
+        } else {
+            Vec::new()
+        };
+        let (resume, answers) = self.prepare(
+            &context,
+            &binding,
+            request.request_state.as_deref(),
+            request.input_responses.clone(),
+            &steps,
+        )?;
+        let client = RequestClient { handler: self, context: &context, answers };
+        match snapshot.read_resource_off_thread(&request.uri, &client, resume).await? {
+            Asked::Done(contents) => Ok(ReadResourceResult::new(contents).into()),
+            Asked::Input { questions, resume } => Ok(self.input_required(&binding, questions, &resume)?.into()),
+        }
     }
 
     async fn subscribe(
@@ -360,16 +475,44 @@ fn check_listen_filter(snapshot: &super::Snapshot, filter: &SubscriptionFilter) 
     uris.iter().try_for_each(|uri| known_resource(snapshot, uri))
 }
 
-/// Why `elicit` and `sample` steps cannot serve a 2026-07-28 client.
-const NO_REQUESTS_IN_2026: &str = "protocol 2026-07-28 does not let a server send requests to the client, \
-     and carte does not support its replacement (input-required results) yet; \
-     connect with protocol 2025-11-25 or earlier to use this tool";
-
-/// The calling client, for a tool's steps: log and progress notifications
-/// on this request, and elicitation and sampling requests to the client.
+/// The calling client, for steps: log and progress notifications on this
+/// request; questions answered by the client, on a legacy session as
+/// server-to-client requests (one after another), on 2026-07-28 from the
+/// `inputResponses` the request carries (`answers`; a question without a
+/// fitting answer stays open and becomes an input-required result).
 struct RequestClient<'a> {
     handler: &'a Handler,
     context: &'a RequestContext<RoleServer>,
+    /// 2026-07-28: the answers the request carries (legacy: `None`).
+    answers: Option<InputResponses>,
+}
+
+impl RequestClient<'_> {
+    /// Asks one question with a server-to-client request (legacy sessions);
+    /// the answer as JSON.
+    async fn request(&self, question: &Question) -> Result<serde_json::Value, String> {
+        let Some(capability) = run::steps::capability(question.method) else {
+            return Err(format!("`{}` is not a question carte asks", question.method));
+        };
+        if !self.can_answer(question.method) {
+            return Err(format!("the client does not support {capability} (it did not declare the capability)"));
+        }
+        let peer = &self.context.peer;
+        let answer = match question.method {
+            "elicitation/create" => {
+                let params: ElicitRequestParams = serde_json::from_value(question.params.clone())
+                    .map_err(|err| format!("the requested schema is not an elicitation form: {err}"))?;
+                serde_json::to_value(peer.create_elicitation(params).await.map_err(|err| err.to_string())?)
+            }
+            "sampling/createMessage" => {
+                let params: CreateMessageRequestParams = serde_json::from_value(question.params.clone())
+                    .map_err(|err| format!("not a sampling request: {err}"))?;
+                serde_json::to_value(peer.create_message(params).await.map_err(|err| err.to_string())?)
+            }
+            _ => serde_json::to_value(peer.list_roots().await.map_err(|err| err.to_string())?),
+        };
+        answer.map_err(|err| err.to_string())
+    }
 }
 
 impl Client for RequestClient<'_> {
@@ -397,41 +540,45 @@ impl Client for RequestClient<'_> {
         })
     }
 
-    fn elicit(
+    fn ask(
         &self,
-        message: String,
-        schema: serde_json::Value,
-    ) -> ClientFuture<'_, Result<serde_json::Value, String>> {
+        questions: Vec<Question>,
+    ) -> ClientFuture<'_, Result<serde_json::Map<String, serde_json::Value>, Unanswered>> {
         Box::pin(async move {
-            if modern(self.context) {
-                return Err(NO_REQUESTS_IN_2026.to_owned());
+            let mut answered = serde_json::Map::new();
+            let Some(answers) = &self.answers else {
+                for question in questions {
+                    let answer = self.request(&question).await.map_err(Unanswered::Failed)?;
+                    run::steps::fits(&question, &answer).map_err(Unanswered::Failed)?;
+                    answered.insert(question.key, answer);
+                }
+                return Ok(answered);
+            };
+            let mut open = Vec::new();
+            for question in questions {
+                let fitting = answers.get(&question.key).map(|answer| (answer, run::steps::fits(&question, answer)));
+                match fitting {
+                    Some((answer, Ok(()))) => {
+                        answered.insert(question.key, answer.clone());
+                    }
+                    Some((_, Err(reason))) => {
+                        tracing::debug!("asking again: {reason}");
+                        open.push(question);
+                    }
+                    None => open.push(question),
+                }
             }
-            let supported = self.context.peer.peer_info().is_some_and(|info| info.capabilities.elicitation.is_some());
-            if !supported {
-                return Err("the client does not support elicitation (it did not declare the capability)".to_owned());
-            }
-            let params: ElicitRequestParams =
-                serde_json::from_value(json!({ "mode": "form", "message": message, "requestedSchema": schema }))
-                    .map_err(|err| format!("the requested schema is not an elicitation form: {err}"))?;
-            let answer = self.context.peer.create_elicitation(params).await.map_err(|err| err.to_string())?;
-            serde_json::to_value(answer).map_err(|err| err.to_string())
+            if open.is_empty() { Ok(answered) } else { Err(Unanswered::Open { open, answered }) }
         })
     }
 
-    fn sample(&self, request: serde_json::Value) -> ClientFuture<'_, Result<serde_json::Value, String>> {
-        Box::pin(async move {
-            if modern(self.context) {
-                return Err(NO_REQUESTS_IN_2026.to_owned());
-            }
-            let supported = self.context.peer.peer_info().is_some_and(|info| info.capabilities.sampling.is_some());
-            if !supported {
-                return Err("the client does not support sampling (it did not declare the capability)".to_owned());
-            }
-            let params: CreateMessageRequestParams =
-                serde_json::from_value(request).map_err(|err| format!("not a sampling request: {err}"))?;
-            let reply = self.context.peer.create_message(params).await.map_err(|err| err.to_string())?;
-            serde_json::to_value(reply).map_err(|err| err.to_string())
-        })
+    fn can_answer(&self, method: &str) -> bool {
+        let Some(capability) = run::steps::capability(method) else { return false };
+        if self.answers.is_some() {
+            let declared = self.context.meta.client_capabilities().unwrap_or_default();
+            return has_capability(&declared, capability);
+        }
+        self.context.peer.peer_info().is_some_and(|info| has_capability(&info.capabilities, capability))
     }
 
     fn cancelled(&self) -> bool {

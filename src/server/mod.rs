@@ -7,7 +7,8 @@
 //! - [`stdio`]: the line transport on stdin/stdout;
 //! - [`http`]: Streamable HTTP for many clients, with health endpoints;
 //! - [`in_flight`]: counting calls and replies in flight, for shutdown;
-//! - [`jsonrpc`]: what to answer a message rmcp cannot read, on every transport.
+//! - [`jsonrpc`]: what to answer a message rmcp cannot read, on every transport;
+//! - [`request_state`]: the signed `requestState` of 2026-07-28 input-required results.
 //!
 //! [`Shared`] holds the current snapshot; every request takes it once and
 //! answers from that one.
@@ -19,6 +20,7 @@ pub mod in_flight;
 pub mod jsonrpc;
 pub mod live;
 pub mod logs;
+pub mod request_state;
 pub mod snapshot;
 pub mod stdio;
 
@@ -40,6 +42,8 @@ pub struct Shared {
     pub calls: Arc<in_flight::InFlight>,
     /// Live resources being read again after a write.
     pub live: live::Live,
+    /// Signs and opens the `requestState` of input-required results.
+    pub state_keys: request_state::StateKeys,
 }
 
 /// How the last reload went, for `/readyz`.
@@ -54,12 +58,18 @@ pub struct ReloadStatus {
 impl Shared {
     /// Starts with `snapshot` as the current catalog.
     pub fn new(snapshot: Snapshot) -> Arc<Shared> {
+        Shared::with_state_keys(snapshot, request_state::StateKeys::random())
+    }
+
+    /// Starts with `snapshot`, signing request states with `state_keys`.
+    pub fn with_state_keys(snapshot: Snapshot, state_keys: request_state::StateKeys) -> Arc<Shared> {
         Arc::new(Shared {
             current: RwLock::new(Arc::new(snapshot)),
             hub: hub::Hub::default(),
             reloads: Mutex::default(),
             calls: Arc::default(),
             live: live::Live::default(),
+            state_keys,
         })
     }
 

@@ -28,6 +28,7 @@ use crate::content::Output;
 use crate::prompt::PromptError;
 use crate::render::RenderError;
 use crate::resource::{Contents, ReadError, ResourceBody};
+use crate::run::steps::{Question, Resume, Stopped};
 use crate::run::{self, ToolOutcome};
 use crate::uri_template::{self, MAX_URI_BYTES};
 
@@ -78,6 +79,39 @@ fn answer(result: Result<impl Serialize, ErrorData>) -> Answer {
     Ok(value)
 }
 
+/// What a request that can ask the client gives: its result, or the
+/// questions the client must answer first (a 2026-07-28 input-required
+/// result), with where it resumes.
+pub(in crate::server) enum Asked<T> {
+    /// The result.
+    Done(T),
+    /// Open questions.
+    Input {
+        /// The questions.
+        questions: Vec<Question>,
+        /// Where the request resumes, with the answers so far.
+        resume: Resume,
+    },
+}
+
+impl<T> Asked<T> {
+    /// The result, for a caller that cannot ask (the CLI's JSON face).
+    fn done(self, name: &str) -> Result<T, ErrorData> {
+        match self {
+            Asked::Done(result) => Ok(result),
+            Asked::Input { questions, .. } => Err(ErrorData::internal_error(
+                format!("`{name}` needs answers that only an MCP client can give ({} open)", questions.len()),
+                None,
+            )),
+        }
+    }
+}
+
+/// The error response of a cancelled request.
+fn cancelled() -> ErrorData {
+    ErrorData::new(ErrorCode(REQUEST_CANCELLED), "request cancelled", None)
+}
+
 /// -32602 for a URI longer than [`MAX_URI_BYTES`], before any matching.
 pub(in crate::server) fn check_uri_length(uri: &str) -> Result<(), ErrorData> {
     uri_template::check_length(uri).map_err(|err| {
@@ -108,6 +142,8 @@ pub struct Snapshot {
     prompts: Vec<Prompt>,
     resources: Vec<Resource>,
     resource_templates: Vec<ResourceTemplate>,
+    /// Whether a resource or resource template has `steps` (a read may ask the client).
+    pub(in crate::server) resource_steps: bool,
 }
 
 /// Which list a request asks for.
@@ -167,7 +203,10 @@ impl Snapshot {
         let prompts = catalog.prompts.iter().filter_map(|p| item(&p.wire)).collect();
         let resources = catalog.resources.iter().filter_map(|r| item(&r.wire)).collect();
         let resource_templates = catalog.resource_templates.iter().filter_map(|t| item(&t.wire)).collect();
+        let resource_steps = catalog.resources.iter().any(|r| !r.steps.is_empty())
+            || catalog.resource_templates.iter().any(|t| !t.steps.is_empty());
         let mut snapshot = Snapshot {
+            resource_steps,
             catalog: Arc::new(catalog),
             info,
             generation,
@@ -239,55 +278,59 @@ impl Snapshot {
         arguments: Option<Map<String, Value>>,
         client: &dyn run::steps::Client,
     ) -> Answer {
-        answer(self.call_tool(name, arguments, client).await.map(|(result, _)| result))
+        let called = self.call_tool(name, arguments, client, Resume::default()).await;
+        answer(called.and_then(|asked| asked.done(name)).map(|(result, _)| result))
     }
 
-    /// `tools/call`: an unknown tool is -32602; everything else is a result.
-    /// A cancelled call is an error response (which the stdio transport
-    /// drops: a cancelled request gets no answer). With the result comes the
+    /// `tools/call` from `resume`: an unknown tool is -32602; everything else
+    /// is a result, or the questions the client must answer first. A
+    /// cancelled call is an error response (which the stdio transport drops:
+    /// a cancelled request gets no answer). With the result comes the
     /// database the call's committed write changed, if any.
     pub(in crate::server) async fn call_tool(
         &self,
         name: &str,
         arguments: Option<Map<String, Value>>,
         client: &dyn run::steps::Client,
-    ) -> Result<(CallToolResult, Option<String>), ErrorData> {
+        resume: Resume,
+    ) -> Result<Asked<(CallToolResult, Option<String>)>, ErrorData> {
         let Some(tool) = self.catalog.tool(name) else {
             return Err(ErrorData::invalid_params(format!("unknown tool `{name}`"), Some(json!({ "name": name }))));
         };
-        match run::call(&self.catalog, tool, arguments.unwrap_or_default(), client).await {
+        match run::call(&self.catalog, tool, arguments.unwrap_or_default(), client, resume).await {
             Ok(mut outcome) => {
                 let changed = outcome.changed.take();
-                Ok((tool_result(outcome), changed))
+                Ok(Asked::Done((tool_result(outcome), changed)))
             }
-            Err(run::Cancelled) => Err(ErrorData::new(ErrorCode(REQUEST_CANCELLED), "request cancelled", None)),
+            Err(run::Halted::Cancelled) => Err(cancelled()),
+            Err(run::Halted::InputRequired { questions, resume }) => Ok(Asked::Input { questions, resume }),
         }
     }
 
     /// `prompts/get` as JSON: an unknown prompt or a missing required argument
     /// is -32602, a message that fails to render -32603.
-    pub async fn get_prompt_json(&self, name: &str, arguments: Option<Map<String, Value>>) -> Answer {
-        answer(self.get_prompt(name, arguments).await)
+    pub async fn get_prompt_json(
+        &self,
+        name: &str,
+        arguments: Option<Map<String, Value>>,
+        client: &dyn run::steps::Client,
+    ) -> Answer {
+        answer(self.get_prompt(name, arguments, client, Resume::default()).await.and_then(|asked| asked.done(name)))
     }
 
-    /// `prompts/get`. The messages render on the blocking pool.
+    /// `prompts/get` from `resume`: its steps, then its messages, which
+    /// render on the blocking pool.
     pub(in crate::server) async fn get_prompt(
         &self,
         name: &str,
         arguments: Option<Map<String, Value>>,
-    ) -> Result<GetPromptResult, ErrorData> {
+        client: &dyn run::steps::Client,
+        resume: Resume,
+    ) -> Result<Asked<GetPromptResult>, ErrorData> {
         let Some(prompt) = self.catalog.prompt(name) else {
             return Err(ErrorData::invalid_params(format!("unknown prompt `{name}`"), Some(json!({ "name": name }))));
         };
-        let catalog = Arc::clone(&self.catalog);
-        let owned_name = name.to_owned();
-        let rendered = crate::render::off_thread(move || match catalog.prompt(&owned_name) {
-            Some(prompt) => crate::prompt::get(&catalog, prompt, &arguments.unwrap_or_default()),
-            None => Err(PromptError::Block(RenderError::Template("the prompt is gone".to_owned()).into())),
-        })
-        .await
-        .unwrap_or_else(|err| Err(PromptError::Block(err.into())));
-        let messages = rendered.map_err(|err| match err {
+        let prompt_error = |err| match err {
             PromptError::MissingArgument(argument) => ErrorData::invalid_params(
                 format!("prompt `{name}` needs argument `{argument}`"),
                 Some(json!({ "argument": argument })),
@@ -295,7 +338,28 @@ impl Snapshot {
             PromptError::Block(err) => {
                 ErrorData::internal_error(format!("prompt `{name}` failed to render: {err}"), None)
             }
-        })?;
+        };
+        let mut context =
+            crate::prompt::context(&self.catalog, prompt, &arguments.unwrap_or_default()).map_err(prompt_error)?;
+        if !prompt.steps.is_empty() {
+            let what = format!("prompt `{name}`");
+            let owner = run::steps::Owner { catalog: &self.catalog, what: &what };
+            match run::steps::run(owner, &prompt.steps, &mut context, client, resume, None).await {
+                Ok(_) => {}
+                Err(Stopped::Cancelled) => return Err(cancelled()),
+                Err(Stopped::Failed(message)) => return Err(ErrorData::internal_error(message, None)),
+                Err(Stopped::InputRequired { questions, resume }) => return Ok(Asked::Input { questions, resume }),
+            }
+        }
+        let catalog = Arc::clone(&self.catalog);
+        let owned_name = name.to_owned();
+        let rendered = crate::render::off_thread(move || match catalog.prompt(&owned_name) {
+            Some(prompt) => crate::prompt::render(&catalog, prompt, context),
+            None => Err(PromptError::Block(RenderError::Template("the prompt is gone".to_owned()).into())),
+        })
+        .await
+        .unwrap_or_else(|err| Err(PromptError::Block(err.into())));
+        let messages = rendered.map_err(prompt_error)?;
         let messages = messages
             .into_iter()
             .map(|(role, output)| {
@@ -310,26 +374,55 @@ impl Snapshot {
         if let Some(description) = prompt.wire.get("description").and_then(Value::as_str) {
             result = result.with_description(description);
         }
-        Ok(result)
+        Ok(Asked::Done(result))
     }
 
-    /// `resources/read` for a request: matching and rendering on the blocking
-    /// pool, a resource's `sql` statement through its database (see
-    /// [`crate::resource::read_live`]); nothing holds a runtime thread.
+    /// `resources/read` for a request, from `resume`: its steps, then
+    /// matching and rendering on the blocking pool, a resource's `sql`
+    /// statement through its database (see [`crate::resource::read_found`]);
+    /// nothing holds a runtime thread.
     pub(in crate::server) async fn read_resource_off_thread(
         &self,
         uri: &str,
-    ) -> Result<Vec<ResourceContents>, ErrorData> {
+        client: &dyn run::steps::Client,
+        resume: Resume,
+    ) -> Result<Asked<Vec<ResourceContents>>, ErrorData> {
         check_uri_length(uri)?;
-        let body = crate::resource::read_live(&self.catalog, uri).await;
-        body.map(|body| vec![resource_contents(body)]).map_err(|err| read_error(uri, err))
+        let (catalog, owned_uri) = (Arc::clone(&self.catalog), uri.to_owned());
+        let found = crate::render::off_thread(move || crate::resource::find(&catalog, &owned_uri)).await;
+        let found = found.map_err(|err| read_error(uri, err.into()))?.map_err(|err| read_error(uri, err))?;
+        let mut context = crate::resource::base_context(&self.catalog, uri, &found);
+        let steps = found.steps(&self.catalog);
+        if !steps.is_empty() {
+            let what = format!("resource `{uri}`");
+            let owner = run::steps::Owner { catalog: &self.catalog, what: &what };
+            match run::steps::run(owner, steps, &mut context, client, resume, None).await {
+                Ok(_) => {}
+                Err(Stopped::Cancelled) => return Err(cancelled()),
+                Err(Stopped::Failed(message)) => return Err(ErrorData::internal_error(message, None)),
+                Err(Stopped::InputRequired { questions, resume }) => return Ok(Asked::Input { questions, resume }),
+            }
+        }
+        let body = crate::resource::read_found(&self.catalog, uri, found, context).await;
+        body.map(|body| Asked::Done(vec![resource_contents(body)])).map_err(|err| read_error(uri, err))
+    }
+
+    /// The steps a read of `uri` runs (none for an unknown URI), matched on
+    /// the blocking pool.
+    pub(in crate::server) async fn steps_of(&self, uri: &str) -> Vec<catalog::Step> {
+        let (catalog, uri) = (Arc::clone(&self.catalog), uri.to_owned());
+        let steps = crate::render::off_thread(move || match crate::resource::find(&catalog, &uri) {
+            Ok(found) => found.steps(&catalog).to_vec(),
+            Err(_) => Vec::new(),
+        });
+        steps.await.unwrap_or_default()
     }
 
     /// `resources/read` as JSON, running the statement of a resource that
     /// reads a database (as `carte read` and live resources read).
     pub async fn read_resource_live_json(&self, uri: &str) -> Answer {
-        let contents = self.read_resource_off_thread(uri).await;
-        answer(contents.map(|contents| json!({ "contents": contents })))
+        let contents = self.read_resource_off_thread(uri, &run::steps::NoClient, Resume::default()).await;
+        answer(contents.and_then(|asked| asked.done(uri)).map(|contents| json!({ "contents": contents })))
     }
 
     /// `resources/read` as JSON (`{"contents": [...]}`), blocking: an unknown
@@ -400,8 +493,8 @@ fn read_error(uri: &str, err: ReadError) -> ErrorData {
         ),
         ReadError::Render(err) => ErrorData::internal_error(format!("resource `{uri}` failed to render: {err}"), None),
         ReadError::Query(err) => ErrorData::internal_error(format!("resource `{uri}` could not be read: {err}"), None),
-        ReadError::Live => {
-            ErrorData::internal_error(format!("resource `{uri}` could not be read here: {}", ReadError::Live), None)
+        err @ (ReadError::Live | ReadError::Steps) => {
+            ErrorData::internal_error(format!("resource `{uri}` could not be read here: {err}"), None)
         }
     }
 }

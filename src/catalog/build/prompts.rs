@@ -35,9 +35,12 @@ impl Builder<'_> {
         }
         let mut names: Vec<String> = arguments.iter().map(|a| a.name.clone()).collect();
         names.extend(["data".to_owned(), "arguments".to_owned()]);
+        let declared_steps = spec.steps.as_deref().unwrap_or_default();
+        names.extend(super::tools::produced_by(declared_steps));
         let mut scope = Scope::new(names);
         let owner = format!("prompt {}:", spec.name);
         let errors_before = self.errors();
+        let steps = self.steps(declared_steps, &owner, origin, "/steps", &mut scope);
         let mut messages = Vec::new();
         let mut ok = true;
         if spec.messages.is_empty() {
@@ -73,7 +76,8 @@ impl Builder<'_> {
                 .collect();
             wire.insert("arguments".to_owned(), Value::Array(list));
         }
-        ok.then(|| Prompt { name: spec.name.clone(), wire, arguments, messages })
+        let steps = steps?;
+        ok.then(|| Prompt { name: spec.name.clone(), wire, arguments, steps, messages })
     }
 
     /// Prompt messages and content blocks that embed a resource by a fixed
@@ -107,10 +111,29 @@ impl Builder<'_> {
             if uri.contains("{{") || uri.contains("{%") {
                 continue; // rendered per call; checked when it runs
             }
-            // Whether the resource it names reads a database; `None`: there is none.
-            let reads = resources.iter().find(|r| r.uri == uri).map(|r| r.sql.is_some()).or_else(|| {
-                templates.iter().find(|t| matches!(t.template.match_uri(uri), Ok(Some(_)))).map(|t| t.sql.is_some())
-            });
+            // Whether the resource it names reads a database, and whether it
+            // has steps; `None`: there is none.
+            let named =
+                resources.iter().find(|r| r.uri == uri).map(|r| (r.sql.is_some(), !r.steps.is_empty())).or_else(|| {
+                    templates
+                        .iter()
+                        .find(|t| matches!(t.template.match_uri(uri), Ok(Some(_))))
+                        .map(|t| (t.sql.is_some(), !t.steps.is_empty()))
+                });
+            let reads = named.map(|(sql, _)| sql);
+            if named.is_some_and(|(sql, steps)| steps && !sql) {
+                self.error(
+                    "resource-embed",
+                    location.clone(),
+                    format!("resource `{uri}` has `steps`, which run when a client reads it, so it cannot be embedded"),
+                )
+                .hint = Some(if in_tool {
+                    "its steps may ask the client: link it instead (`- resource_link: { uri: …, name: … }`)"
+                } else {
+                    "its steps may ask the client: name its URI in the message's text, and the client reads it with `resources/read`"
+                }
+                .to_owned());
+            }
             if reads == Some(true) {
                 self.error(
                     "resource-embed",

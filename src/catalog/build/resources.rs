@@ -67,10 +67,16 @@ impl Builder<'_> {
             return None;
         }
         // A body written for the template it should be sees its variables (no follow-on errors).
+        let declared_steps = spec.steps.as_deref().unwrap_or_default();
         let mut scope = Scope::new(
-            ["data".to_owned(), "uri".to_owned()].into_iter().chain(variables).chain(rows_names(spec.sql.is_some())),
+            ["data".to_owned(), "uri".to_owned()]
+                .into_iter()
+                .chain(variables)
+                .chain(rows_names(spec.sql.is_some()))
+                .chain(super::tools::produced_by(declared_steps)),
         );
         let owner = format!("resource {}:", spec.uri);
+        let steps = self.steps(declared_steps, &owner, origin, "/steps", &mut scope);
         let mut mime_type = spec.mime_type.clone();
         let body = if spec.sql.is_some() && spec.text.is_none() && spec.template.is_none() {
             mime_type.get_or_insert_with(|| "application/json".to_owned());
@@ -125,7 +131,7 @@ impl Builder<'_> {
             Some(checked) => Some(checked?),
             None => None,
         };
-        Some(Resource { uri: spec.uri.clone(), wire, mime_type, body, sql })
+        Some(Resource { uri: spec.uri.clone(), wire, mime_type, body, sql, steps: steps? })
     }
 
     pub(super) fn resource_template(&mut self, decl: &Declared<ResourceTemplateSpec>) -> Option<ResourceTemplate> {
@@ -152,8 +158,11 @@ impl Builder<'_> {
         let mut names = variables.clone();
         names.extend(["data".to_owned(), "uri".to_owned()]);
         names.extend(rows_names(spec.sql.is_some()));
+        let declared_steps = spec.steps.as_deref().unwrap_or_default();
+        names.extend(super::tools::produced_by(declared_steps));
         let mut scope = Scope::new(names);
         let owner = format!("resource template {}:", spec.uri_template);
+        let steps = self.steps(declared_steps, &owner, origin, "/steps", &mut scope);
         let sql = spec.sql.as_ref().map(|sql| self.resource_sql(sql, &variables, origin, &owner));
         if let Some(Some(query)) = &sql {
             scope.used.extend(query.params().iter().cloned());
@@ -218,7 +227,7 @@ impl Builder<'_> {
             Some(checked) => Some(checked?),
             None => None,
         };
-        Some(ResourceTemplate { template, wire, mime_type, body: body?, sql, complete })
+        Some(ResourceTemplate { template, wire, mime_type, body: body?, sql, complete, steps: steps? })
     }
 
     /// Checks the `sql:` of a resource whose URI has `variables` (see
