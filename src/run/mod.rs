@@ -61,20 +61,68 @@ pub async fn call(
     arguments: Map<String, Value>,
     client: &dyn steps::Client,
 ) -> Result<ToolOutcome, Cancelled> {
-    let arguments = match check_arguments(tool, arguments) {
-        Ok(arguments) => arguments,
-        Err(message) => return Ok(ToolOutcome::error(message)),
-    };
+    call_from(catalog, tool, arguments, client, steps::Resume::default()).await
+}
+
+/// The arguments checked, and the context templates see before any step.
+fn start(
+    catalog: &Catalog,
+    tool: &Tool,
+    arguments: Map<String, Value>,
+) -> Result<(Map<String, Value>, BTreeMap<String, TemplateValue>), ToolOutcome> {
+    let arguments = check_arguments(tool, arguments).map_err(ToolOutcome::error)?;
     let mut context: BTreeMap<String, TemplateValue> =
         arguments.iter().map(|(k, v)| (k.clone(), crate::render::to_value(v))).collect();
     context.insert("arguments".to_owned(), crate::render::to_value(&arguments));
     context.insert("data".to_owned(), catalog.data.clone());
-    match steps::run(catalog, &tool.name, &tool.steps, &mut context, client).await {
+    Ok((arguments, context))
+}
+
+/// Runs only the first `count` steps of `tool` (its leading input steps,
+/// `askFirst`): where the rest resumes, or the result that ends the call.
+/// (Minimal seam, tasks11; mrtr's version replaces it.)
+pub async fn ask_first(
+    catalog: &Arc<Catalog>,
+    tool: &Tool,
+    arguments: Map<String, Value>,
+    client: &dyn steps::Client,
+    count: usize,
+) -> Result<Result<steps::Resume, ToolOutcome>, Cancelled> {
+    let (_, mut context) = match start(catalog, tool, arguments) {
+        Ok(started) => started,
+        Err(outcome) => return Ok(Err(outcome)),
+    };
+    let resume = steps::Resume::default();
+    match steps::run_from(catalog, &tool.name, &tool.steps, &mut context, client, resume, Some(count)).await {
+        Ok(resume) => Ok(Ok(resume)),
+        Err(steps::Stopped::Cancelled) => Err(Cancelled),
+        Err(steps::Stopped::Failed(message)) => Ok(Err(ToolOutcome::error(message))),
+        Err(steps::Stopped::InputRequired { .. }) => Ok(Err(ToolOutcome::error(NOT_ASKED))),
+    }
+}
+
+/// What a call whose client left questions open answers (until MRTR lands).
+const NOT_ASKED: &str = "the client cannot answer this tool's questions on this connection";
+
+/// Like [`call`], from `resume` (its step and the answers so far).
+pub async fn call_from(
+    catalog: &Arc<Catalog>,
+    tool: &Tool,
+    arguments: Map<String, Value>,
+    client: &dyn steps::Client,
+    resume: steps::Resume,
+) -> Result<ToolOutcome, Cancelled> {
+    let (arguments, mut context) = match start(catalog, tool, arguments) {
+        Ok(started) => started,
+        Err(outcome) => return Ok(outcome),
+    };
+    match steps::run_from(catalog, &tool.name, &tool.steps, &mut context, client, resume, None).await {
         Err(steps::Stopped::Cancelled) => Err(Cancelled),
         Err(steps::Stopped::Failed(message)) => Ok(ToolOutcome::error(message)),
+        Err(steps::Stopped::InputRequired { .. }) => Ok(ToolOutcome::error(NOT_ASKED)),
         // A cancelled call drops its effect, which stops its work (an SQL
         // statement) and rolls back a write whose result was rendering.
-        Ok(()) => tokio::select! {
+        Ok(_) => tokio::select! {
             outcome = finish(catalog, tool, arguments, context, client) => Ok(redact_error(outcome)),
             () = client.until_cancelled() => Err(Cancelled),
         },

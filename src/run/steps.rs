@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use minijinja::Value as TemplateValue;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use crate::catalog::model::{LogLevel, Role};
 use crate::catalog::{Amount, Catalog, Step, StepData, Wait};
@@ -36,10 +36,116 @@ pub trait Client: Send + Sync {
     fn elicit(&self, message: String, schema: Value) -> ClientFuture<'_, Result<Value, String>>;
     /// Asks the client's model; its `CreateMessageResult` as JSON.
     fn sample(&self, request: Value) -> ClientFuture<'_, Result<Value, String>>;
+    /// Asks `questions` together; the answers by key. Only answers that
+    /// [`fits`] its question may be returned. (Minimal seam, tasks11: by
+    /// default one question after another through `elicit`/`sample`; mrtr's
+    /// version replaces those two.)
+    fn ask(&self, questions: Vec<Question>) -> ClientFuture<'_, Result<Map<String, Value>, Unanswered>> {
+        Box::pin(async move {
+            let mut answers = Map::new();
+            for question in questions {
+                let answer = match question.method {
+                    ELICIT => {
+                        let message = question.params.get("message").and_then(Value::as_str).unwrap_or_default();
+                        let schema = question.params.get("requestedSchema").cloned().unwrap_or(Value::Null);
+                        self.elicit(message.to_owned(), schema).await
+                    }
+                    SAMPLE => self.sample(question.params.clone()).await,
+                    other => Err(format!("carte cannot ask `{other}` yet")),
+                };
+                let answer = answer.map_err(Unanswered::Failed)?;
+                fits(&question, &answer).map_err(Unanswered::Failed)?;
+                answers.insert(question.key, answer);
+            }
+            Ok(answers)
+        })
+    }
+    /// Whether the client declared the capability a question's method needs.
+    fn can_answer(&self, _method: &str) -> bool {
+        true
+    }
     /// Whether the client cancelled the call.
     fn cancelled(&self) -> bool;
     /// Completes when the client cancels the call (never, if it does not).
     fn until_cancelled(&self) -> ClientFuture<'_, ()>;
+}
+
+// ---- The ask seam: minimal, by tasks11, to be replaced by mrtr's. ----
+
+/// The method of an elicitation question.
+pub const ELICIT: &str = "elicitation/create";
+/// The method of a sampling question.
+pub const SAMPLE: &str = "sampling/createMessage";
+
+/// One question for the client, as `inputRequests` carries it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Question {
+    /// Its key in `inputRequests` / `inputResponses`.
+    pub key: String,
+    /// "elicitation/create" | "sampling/createMessage" | "roots/list"
+    pub method: &'static str,
+    /// The request's params, rendered (e.g. {message, requestedSchema}).
+    pub params: Value,
+}
+
+/// Why [`Client::ask`] gave no answers.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Unanswered {
+    /// These questions are still open.
+    Open(Vec<Question>),
+    /// Asking failed (e.g. a legacy client errored); becomes an error result.
+    Failed(String),
+}
+
+/// Where a run resumes: at step index `step` (0-based), with the answers gathered so far.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize, PartialEq)]
+pub struct Resume {
+    /// The first step still to run.
+    pub step: usize,
+    /// The answers so far, by question key.
+    pub answers: Map<String, Value>,
+}
+
+/// Whether `answer` answers `question`: an ElicitResult (`action` accept,
+/// decline or cancel; on accept, `content` valid against `requestedSchema`),
+/// a CreateMessageResult (`role`, `content`, `model`), a ListRootsResult
+/// (`roots: [{uri, ...}]`).
+pub fn fits(question: &Question, answer: &Value) -> Result<(), String> {
+    let Some(answer) = answer.as_object() else {
+        return Err(format!("the answer to `{}` is not an object", question.key));
+    };
+    match question.method {
+        ELICIT => match answer.get("action").and_then(Value::as_str) {
+            Some("accept") => {
+                let content = answer.get("content").cloned().unwrap_or(Value::Object(Map::new()));
+                let schema = question.params.get("requestedSchema").cloned().unwrap_or(json!({}));
+                let validator = jsonschema::validator_for(&schema)
+                    .map_err(|err| format!("the form of `{}` cannot be compiled: {err}", question.key))?;
+                if validator.is_valid(&content) {
+                    Ok(())
+                } else {
+                    let violations = crate::run::list_violations(validator.iter_errors(&content));
+                    Err(format!("the answer to `{}` does not fit its form: {violations}", question.key))
+                }
+            }
+            Some("decline" | "cancel") => Ok(()),
+            _ => Err(format!("the answer to `{}` has no `action` accept, decline or cancel", question.key)),
+        },
+        SAMPLE => {
+            let complete = answer.get("role").is_some_and(Value::is_string)
+                && answer.get("content").is_some_and(|c| c.is_object() || c.is_array())
+                && answer.get("model").is_some_and(Value::is_string);
+            if complete {
+                Ok(())
+            } else {
+                Err(format!("the answer to `{}` is not a sampling result (role, content, model)", question.key))
+            }
+        }
+        _ => match answer.get("roots").and_then(Value::as_array) {
+            Some(roots) if roots.iter().all(|root| root.get("uri").is_some_and(Value::is_string)) => Ok(()),
+            _ => Err(format!("the answer to `{}` is not a list of roots", question.key)),
+        },
+    }
 }
 
 /// A client that is not there (e.g. `carte check`): logs go to stderr,
@@ -92,6 +198,13 @@ pub enum Stopped {
     Cancelled,
     /// A step failed; the message becomes an `isError` result.
     Failed(String),
+    /// Questions are open; the run resumes at `resume` once they are answered.
+    InputRequired {
+        /// The open questions.
+        questions: Vec<Question>,
+        /// Where to resume, with the answers so far.
+        resume: Resume,
+    },
 }
 
 /// Runs `steps` in order, adding `elicited` / `sampled` to `context`.
@@ -102,7 +215,39 @@ pub async fn run(
     context: &mut BTreeMap<String, TemplateValue>,
     client: &dyn Client,
 ) -> Result<(), Stopped> {
-    for (idx, step) in steps.iter().enumerate() {
+    run_from(catalog, tool, steps, context, client, Resume::default(), None).await.map(|_| ())
+}
+
+/// The key of step `idx` (0-based) in `inputRequests`: `step{N}`.
+pub fn key_of(idx: usize) -> String {
+    format!("step{}", idx + 1)
+}
+
+/// Runs `steps` from `resume.step` (seeding `elicited`/`sampled` from the
+/// answers of the steps before it), up to `stop_before` (an index) or the
+/// end; the answers gathered, with where to go on.
+pub async fn run_from(
+    catalog: &Arc<Catalog>,
+    tool: &str,
+    steps: &[Step],
+    context: &mut BTreeMap<String, TemplateValue>,
+    client: &dyn Client,
+    resume: Resume,
+    stop_before: Option<usize>,
+) -> Result<Resume, Stopped> {
+    let Resume { step: start, mut answers } = resume;
+    for (idx, step) in steps.iter().enumerate().take(start) {
+        let name = match step {
+            Step::Elicit { .. } => "elicited",
+            Step::Sample { .. } => "sampled",
+            _ => continue,
+        };
+        if let Some(answer) = answers.get(&key_of(idx)) {
+            context.insert(name.to_owned(), render::to_value(answer));
+        }
+    }
+    let end = stop_before.unwrap_or(steps.len()).min(steps.len());
+    for (idx, step) in steps.iter().enumerate().take(end).skip(start) {
         if client.cancelled() {
             return Err(Stopped::Cancelled);
         }
@@ -136,9 +281,12 @@ pub async fn run(
             }
             Step::Elicit { message, schema } => {
                 let message = at.render(message, context).await?;
-                let answer = unless_cancelled(client, client.elicit(message, schema.clone()))
-                    .await?
-                    .map_err(|err| Stopped::Failed(format!("tool `{tool}` could not ask the user: {err}")))?;
+                let question = Question {
+                    key: key_of(idx),
+                    method: ELICIT,
+                    params: json!({"message": message, "requestedSchema": schema}),
+                };
+                let answer = ask_one(client, question, idx, &mut answers, "the user", tool).await?;
                 context.insert("elicited".to_owned(), render::to_value(&answer));
             }
             Step::Sample { messages, max_tokens, system } => {
@@ -155,9 +303,8 @@ pub async fn run(
                 if let Some(system) = system {
                     request["systemPrompt"] = Value::String(at.render(system, context).await?);
                 }
-                let reply = unless_cancelled(client, client.sample(request))
-                    .await?
-                    .map_err(|err| Stopped::Failed(format!("tool `{tool}` could not ask the client's model: {err}")))?;
+                let question = Question { key: key_of(idx), method: SAMPLE, params: request };
+                let reply = ask_one(client, question, idx, &mut answers, "the client's model", tool).await?;
                 context.insert("sampled".to_owned(), render::to_value(&reply));
             }
         }
@@ -165,7 +312,32 @@ pub async fn run(
     if client.cancelled() {
         return Err(Stopped::Cancelled);
     }
-    Ok(())
+    Ok(Resume { step: end, answers })
+}
+
+/// Asks one question of step `idx`; its answer, also kept in `answers`.
+async fn ask_one(
+    client: &dyn Client,
+    question: Question,
+    idx: usize,
+    answers: &mut Map<String, Value>,
+    whom: &str,
+    tool: &str,
+) -> Result<Value, Stopped> {
+    let key = question.key.clone();
+    match unless_cancelled(client, client.ask(vec![question])).await? {
+        Ok(mut answered) => {
+            let answer = answered
+                .remove(&key)
+                .ok_or_else(|| Stopped::Failed(format!("tool `{tool}` got no answer from {whom}")))?;
+            answers.insert(key, answer.clone());
+            Ok(answer)
+        }
+        Err(Unanswered::Failed(err)) => Err(Stopped::Failed(format!("tool `{tool}` could not ask {whom}: {err}"))),
+        Err(Unanswered::Open(questions)) => {
+            Err(Stopped::InputRequired { questions, resume: Resume { step: idx, answers: answers.clone() } })
+        }
+    }
 }
 
 /// One step of one tool, for rendering its templates.
