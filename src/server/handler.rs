@@ -20,10 +20,12 @@ use rmcp::{ErrorData, ServerHandler};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::Shared;
 use super::hub::{MAX_SUBSCRIPTIONS, Session, SubscribeError, severity, wire_level};
+use super::{Shared, tasks};
 use crate::catalog::model::LogLevel;
+use crate::catalog::model::TaskMode;
 use crate::run::steps::{Client, ClientFuture};
+use rmcp::model::{CancelTaskParams, ClientCapabilities, GetTaskParams, GetTaskResult, UpdateTaskParams};
 use rmcp::model::{CreateMessageRequestParams, ElicitRequestParams, ProgressNotificationParam};
 
 /// MCP methods rmcp parses itself: if one reaches `on_custom_request`, its
@@ -94,6 +96,28 @@ impl Handler {
     }
 }
 
+impl Handler {
+    /// Who owns the tasks this request creates and may see: a legacy
+    /// session; on 2026-07-28, over HTTP the bearer token (its SHA-256; all
+    /// callers alike without one), on stdio the process.
+    fn owner(&self, context: &RequestContext<RoleServer>) -> String {
+        if !modern(context) {
+            return format!("session:{}", self.session.id);
+        }
+        match context.extensions.get::<axum::http::request::Parts>() {
+            Some(parts) => match parts.headers.get(axum::http::header::AUTHORIZATION) {
+                Some(token) => {
+                    use sha2::Digest as _;
+                    let digest = sha2::Sha256::digest(token.as_bytes());
+                    format!("bearer:{}", digest.iter().map(|b| format!("{b:02x}")).collect::<String>())
+                }
+                None => "http".to_owned(),
+            },
+            None => "stdio".to_owned(),
+        }
+    }
+}
+
 impl Drop for Handler {
     fn drop(&mut self) {
         self.shared.hub.leave(self.session.id);
@@ -153,6 +177,24 @@ impl ServerHandler for Handler {
         let snapshot = self.shared.snapshot();
         let started = Instant::now();
         let client = RequestClient { handler: self, context: &context };
+        // A tool with `task:`: a task for a client that declared the extension.
+        if let Some(tool) = snapshot.catalog.tool(&request.name)
+            && let Some(task) = tool.task
+        {
+            let capabilities = context.client_capabilities().unwrap_or_default();
+            if capabilities.supports_tasks() {
+                let answers =
+                    [capabilities.elicitation.is_some(), capabilities.sampling.is_some(), capabilities.roots.is_some()];
+                let (arguments, owner) = (request.arguments.clone().unwrap_or_default(), self.owner(&context));
+                let call = tasks::Call { catalog: &snapshot.catalog, tool, arguments, owner, client: &client, answers };
+                return self.shared.tasks.start(&self.shared, call).await;
+            }
+            if task.mode == TaskMode::Required {
+                return Err(ErrorData::missing_required_client_capability(
+                    ClientCapabilities::builder().enable_tasks().build(),
+                ));
+            }
+        }
         let (result, changed) = snapshot.call_tool(&request.name, request.arguments, &client).await?;
         if let Some(database) = changed {
             super::live::changed(&self.shared, &database);
@@ -172,6 +214,31 @@ impl ServerHandler for Handler {
             .await;
         }
         Ok(result.into())
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        Ok(GetTaskResult::new(self.shared.tasks.get(&self.owner(&context), &request.task_id).await?))
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let answers = request.input_responses.into_iter().collect();
+        self.shared.tasks.update(&self.owner(&context), &request.task_id, answers).await
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.shared.tasks.cancel(&self.owner(&context), &request.task_id).await
     }
 
     async fn list_prompts(

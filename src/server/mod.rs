@@ -7,7 +7,8 @@
 //! - [`stdio`]: the line transport on stdin/stdout;
 //! - [`http`]: Streamable HTTP for many clients, with health endpoints;
 //! - [`in_flight`]: counting calls and replies in flight, for shutdown;
-//! - [`jsonrpc`]: what to answer a message rmcp cannot read, on every transport.
+//! - [`jsonrpc`]: what to answer a message rmcp cannot read, on every transport;
+//! - [`tasks`]: tools that run as tasks (the tasks extension).
 //!
 //! [`Shared`] holds the current snapshot; every request takes it once and
 //! answers from that one.
@@ -21,6 +22,7 @@ pub mod live;
 pub mod logs;
 pub mod snapshot;
 pub mod stdio;
+pub mod tasks;
 
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::SystemTime;
@@ -40,6 +42,8 @@ pub struct Shared {
     pub calls: Arc<in_flight::InFlight>,
     /// Live resources being read again after a write.
     pub live: live::Live,
+    /// Tools running as tasks, and the tasks kept.
+    pub tasks: tasks::Tasks,
 }
 
 /// How the last reload went, for `/readyz`.
@@ -60,6 +64,7 @@ impl Shared {
             reloads: Mutex::default(),
             calls: Arc::default(),
             live: live::Live::default(),
+            tasks: tasks::Tasks::default(),
         })
     }
 
