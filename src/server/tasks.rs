@@ -618,3 +618,149 @@ impl TaskClient {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(id: &str, owner: &str) -> TaskRecord {
+        TaskRecord {
+            id: id.to_owned(),
+            owner: owner.to_owned(),
+            state: State::Working,
+            created_ms: now_ms(),
+            updated_ms: now_ms(),
+            ttl_ms: 60_000,
+            poll_interval_ms: 1000,
+            answers: Map::new(),
+        }
+    }
+
+    fn elicit(key: &str) -> Question {
+        let schema = json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]});
+        Question {
+            key: key.to_owned(),
+            method: steps::ELICIT,
+            params: json!({"message": "?", "requestedSchema": schema}),
+        }
+    }
+
+    fn accept(name: &str) -> Value {
+        json!({"action": "accept", "content": {"name": name}})
+    }
+
+    async fn open_keys(store: &MemoryStore, id: &str) -> Vec<String> {
+        match store.get("me", id).await.unwrap().map(|r| r.state) {
+            Some(State::InputRequired { questions }) => questions.keys().cloned().collect(),
+            other => panic!("not input_required: {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_partial_answer_leaves_the_other_question_open() {
+        let store = Arc::new(MemoryStore::default());
+        store.create(record("t1", "me")).await.unwrap();
+        let wake = Arc::new(Notify::new());
+        let client = TaskClient {
+            store: store.clone(),
+            id: "t1".to_owned(),
+            wake: wake.clone(),
+            poll: Duration::from_secs(30),
+            answers: [true; 3],
+        };
+        let asking = tokio::spawn(async move { client.ask(vec![elicit("first"), elicit("second")]).await });
+        // Bounded wait for the run to park.
+        for _ in 0..500 {
+            if matches!(store.get("me", "t1").await.unwrap().map(|r| r.state), Some(State::InputRequired { .. })) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(open_keys(&store, "t1").await, ["first", "second"]);
+        // One good answer, one that does not fit its form, one for no question.
+        let answers = Map::from_iter([
+            ("first".to_owned(), accept("Ada")),
+            ("second".to_owned(), json!({"action": "accept", "content": {"name": 12}})),
+            ("unknown-key".to_owned(), json!({"ignored": true})),
+        ]);
+        assert!(store.answer("me", "t1", answers).await.unwrap());
+        wake.notify_one();
+        assert_eq!(open_keys(&store, "t1").await, ["second"]);
+        assert!(!asking.is_finished());
+        assert!(store.answer("me", "t1", Map::from_iter([("second".to_owned(), accept("Bob"))])).await.unwrap());
+        wake.notify_one();
+        let answers = tokio::time::timeout(Duration::from_secs(10), asking).await.unwrap().unwrap().unwrap();
+        assert_eq!(answers.get("first"), Some(&accept("Ada")));
+        assert_eq!(answers.get("second"), Some(&accept("Bob")));
+        assert_eq!(store.get("me", "t1").await.unwrap().map(|r| r.state), Some(State::Working));
+    }
+
+    #[tokio::test]
+    async fn another_owners_task_is_unknown() {
+        let store = MemoryStore::default();
+        store.create(record("t1", "me")).await.unwrap();
+        assert!(store.get("you", "t1").await.unwrap().is_none());
+        assert!(!store.answer("you", "t1", Map::new()).await.unwrap());
+        assert!(!store.cancel("you", "t1").await.unwrap());
+        assert_eq!(store.get("me", "t1").await.unwrap().map(|r| r.state), Some(State::Working));
+    }
+
+    #[tokio::test]
+    async fn a_settled_task_stays_settled_and_cancelling_it_again_is_no_error() {
+        let store = MemoryStore::default();
+        store.create(record("t1", "me")).await.unwrap();
+        store.set("t1", State::Completed { result: json!({"content": []}) }).await.unwrap();
+        assert!(store.cancel("me", "t1").await.unwrap());
+        store.set("t1", State::Working).await.unwrap();
+        let state = store.get("me", "t1").await.unwrap().map(|r| r.state);
+        assert_eq!(state, Some(State::Completed { result: json!({"content": []}) }));
+    }
+
+    #[tokio::test]
+    async fn an_owner_past_its_bound_is_refused_and_others_are_not() {
+        let store = MemoryStore::default();
+        for n in 0..MAX_TASKS_PER_OWNER {
+            store.create(record(&format!("t{n}"), "me")).await.unwrap();
+        }
+        let refused = store.create(record("one-more", "me")).await.unwrap_err();
+        assert!(matches!(&refused, StoreError::Full(message) if message.contains("too many tasks")), "{refused:?}");
+        store.create(record("yours", "you")).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_task_is_dropped_one_ttl_after_it_settled() {
+        let store = MemoryStore::default();
+        store.create(record("t1", "me")).await.unwrap();
+        store.create(record("t2", "me")).await.unwrap();
+        store.set("t1", State::Cancelled).await.unwrap();
+        let mut memory = store.lock();
+        let settled = memory.tasks["t1"].updated_ms;
+        memory.sweep(settled + 59_999);
+        assert!(memory.tasks.contains_key("t1"));
+        memory.sweep(settled + 60_000);
+        assert!(!memory.tasks.contains_key("t1"), "evicted");
+        assert!(memory.tasks.contains_key("t2"), "still running: kept");
+        assert_eq!(memory.per_owner.get("me"), Some(&1));
+    }
+
+    #[test]
+    fn records_show_on_the_wire_as_the_extension_says() {
+        let mut task = record("t1", "me");
+        task.state = State::InputRequired {
+            questions: Map::from_iter([(
+                "step1".to_owned(),
+                json!({"method": "elicitation/create", "params": {"message": "?", "requestedSchema": {"type": "object", "properties": {}}}}),
+            )]),
+        };
+        let wire = serde_json::to_value(detailed(&task)).unwrap();
+        assert_eq!(wire["status"], "input_required");
+        assert_eq!(wire["ttlMs"], 60_000);
+        assert_eq!(wire["pollIntervalMs"], 1000);
+        assert_eq!(wire["inputRequests"]["step1"]["method"], "elicitation/create");
+        assert!(wire.get("owner").is_none() && wire.get("requestState").is_none());
+        task.state = State::Failed { error: internal("boom") };
+        let wire = serde_json::to_value(detailed(&task)).unwrap();
+        assert_eq!((wire["status"].as_str(), wire["error"]["code"].as_i64()), (Some("failed"), Some(-32603)));
+        assert!(wire.get("result").is_none());
+    }
+}
