@@ -58,6 +58,16 @@ tools:
             message: "Delete {{ filename }}?"
             requestedSchema: { type: object, properties: { confirm: { type: boolean } }, required: [confirm] }
       text: "{% if elicited.action == 'accept' and elicited.content.confirm %}deleted {{ filename }}{% else %}kept {{ filename }}{% endif %}"
+  - name: named
+    description: Asks a name on the call, then runs as a task.
+    task: { mode: required, askFirst: true }
+    run:
+      steps:
+        - elicit:
+            message: "What is your name?"
+            requestedSchema: { type: object, properties: { name: { type: string } }, required: [name] }
+        - sleep: 50ms
+      text: "Hello, {{ elicited.content.name }}!"
   - name: brief
     description: Settles at once and is kept one second.
     task: { mode: required, ttl: 1s }
@@ -334,6 +344,47 @@ fn a_legacy_stdio_session_that_declared_the_extension_gets_tasks() {
         let task = server.result("tasks/get", json!({ "taskId": id }));
         if task["status"] == "completed" {
             assert_eq!(task["result"]["content"][0]["text"], "computed stdio");
+            break;
+        }
+        assert!(Instant::now() < deadline, "{task}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn ask_first_asks_on_the_call_then_the_task_runs_on_with_the_answer() {
+    let dir = TempDir::new("tasks-ask-first");
+    let path = dir.write("tasks.yaml", CATALOG);
+    let mut server = Server::start(&path, &[]);
+    server.result(
+        "initialize",
+        json!({ "protocolVersion": "2025-11-25", "capabilities": { "elicitation": {}, "extensions": { TASKS: {} } },
+                "clientInfo": { "name": "tasks-test", "version": "1" } }),
+    );
+    server.notify("notifications/initialized", json!({}));
+    server.send(&json!({"jsonrpc": "2.0", "id": 50, "method": "tools/call", "params": {"name": "named"}}));
+    // The question comes before any task exists.
+    let deadline = Instant::now() + TIMEOUT;
+    let ask = loop {
+        let message = server.next_message(deadline).expect("an elicitation request");
+        if message["method"] == "elicitation/create" {
+            break message;
+        }
+        assert!(message.get("id").is_none(), "no answer before the question: {message}");
+    };
+    assert_eq!(ask["params"]["message"], "What is your name?");
+    server.send(
+        &json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"action": "accept", "content": {"name": "Alice"}}}),
+    );
+    let created = server.response(&json!(50));
+    assert_eq!(created["result"]["resultType"], "task", "{created}");
+    let id = created["result"]["taskId"].as_str().unwrap().to_owned();
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        let task = server.result("tasks/get", json!({ "taskId": id }));
+        assert_ne!(task["status"], "input_required", "the answer is not asked again: {task}");
+        if task["status"] == "completed" {
+            assert_eq!(task["result"]["content"][0]["text"], "Hello, Alice!");
             break;
         }
         assert!(Instant::now() < deadline, "{task}");

@@ -46,6 +46,9 @@ pub(crate) const KNOWN_METHODS: &[&str] = &[
     "completion/complete",
     "logging/setLevel",
     "subscriptions/listen",
+    "tasks/get",
+    "tasks/update",
+    "tasks/cancel",
 ];
 
 /// Methods protocol 2026-07-28 removed: -32601 (HTTP 404) for its clients.
