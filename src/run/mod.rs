@@ -64,13 +64,17 @@ pub async fn call(
     call_from(catalog, tool, arguments, client, steps::Resume::default()).await
 }
 
-/// The arguments checked, and the context templates see before any step.
+/// What templates see, by name.
+type Context = BTreeMap<String, TemplateValue>;
+
+/// The arguments checked, and the context templates see before any step;
+/// else what the error result says.
 fn start(
     catalog: &Catalog,
     tool: &Tool,
     arguments: Map<String, Value>,
-) -> Result<(Map<String, Value>, BTreeMap<String, TemplateValue>), ToolOutcome> {
-    let arguments = check_arguments(tool, arguments).map_err(ToolOutcome::error)?;
+) -> Result<(Map<String, Value>, Context), String> {
+    let arguments = check_arguments(tool, arguments)?;
     let mut context: BTreeMap<String, TemplateValue> =
         arguments.iter().map(|(k, v)| (k.clone(), crate::render::to_value(v))).collect();
     context.insert("arguments".to_owned(), crate::render::to_value(&arguments));
@@ -90,7 +94,7 @@ pub async fn ask_first(
 ) -> Result<Result<steps::Resume, ToolOutcome>, Cancelled> {
     let (_, mut context) = match start(catalog, tool, arguments) {
         Ok(started) => started,
-        Err(outcome) => return Ok(Err(outcome)),
+        Err(message) => return Ok(Err(ToolOutcome::error(message))),
     };
     let resume = steps::Resume::default();
     match steps::run_from(catalog, &tool.name, &tool.steps, &mut context, client, resume, Some(count)).await {
@@ -114,7 +118,7 @@ pub async fn call_from(
 ) -> Result<ToolOutcome, Cancelled> {
     let (arguments, mut context) = match start(catalog, tool, arguments) {
         Ok(started) => started,
-        Err(outcome) => return Ok(outcome),
+        Err(message) => return Ok(ToolOutcome::error(message)),
     };
     match steps::run_from(catalog, &tool.name, &tool.steps, &mut context, client, resume, None).await {
         Err(steps::Stopped::Cancelled) => Err(Cancelled),
