@@ -186,10 +186,11 @@ impl ServerHandler for Handler {
         {
             let capabilities = context.client_capabilities().unwrap_or_default();
             if capabilities.supports_tasks() {
-                let answers =
+                let answerable =
                     [capabilities.elicitation.is_some(), capabilities.sampling.is_some(), capabilities.roots.is_some()];
                 let (arguments, owner) = (request.arguments.clone().unwrap_or_default(), self.owner(&context));
-                let call = tasks::Call { catalog: &snapshot.catalog, tool, arguments, owner, client: &client, answers };
+                let call =
+                    tasks::Call { catalog: &snapshot.catalog, tool, arguments, owner, client: &client, answerable };
                 return self.shared.tasks.start(&self.shared, call).await;
             }
             if task.mode == TaskMode::Required {

@@ -82,7 +82,7 @@ impl State {
 pub struct TaskRecord {
     /// Its id: 122 random bits (uuid v4).
     pub id: String,
-    /// Who may see it (see [`Tasks::owner`]); never shown.
+    /// Who may see it (a legacy session, a bearer token's hash, `stdio`); never shown.
     pub owner: String,
     /// Where it is.
     pub state: State,
@@ -375,7 +375,7 @@ pub(in crate::server) struct Call<'a> {
     /// The request's client, for `askFirst` questions.
     pub client: &'a dyn Client,
     /// Which questions the client said it can answer (elicitation, sampling, roots).
-    pub answers: [bool; 3],
+    pub answerable: [bool; 3],
 }
 
 impl Tasks {
@@ -440,7 +440,7 @@ impl Tasks {
             id: record.id.clone(),
             wake: Arc::clone(&wake),
             poll: options.poll_interval,
-            answers: call.answers,
+            answers: call.answerable,
         };
         let (catalog, name, arguments) = (Arc::clone(call.catalog), call.tool.name.clone(), call.arguments);
         let run = tokio::spawn(async move {
@@ -448,13 +448,14 @@ impl Tasks {
             run::call_from(&catalog, tool, arguments, &client, resume).await
         });
         self.running().insert(record.id.clone(), Running { abort: run.abort_handle(), wake });
+        tracing::debug!("task {} started: tool `{name}`", record.id, name = call.tool.name);
         let shared = Arc::clone(shared);
         let abort = run.abort_handle();
         tokio::spawn(async move {
             let state = match tokio::time::timeout(options.ttl, run).await {
                 Err(_) => {
                     abort.abort();
-                    let ttl = crate::duration::show_duration(options.ttl);
+                    let ttl = format!("{}s", options.ttl.as_secs_f64());
                     State::Failed {
                         error: json!({
                             "code": ErrorCode::INTERNAL_ERROR.0,
@@ -519,6 +520,7 @@ impl Tasks {
         }
         if let Some(running) = self.running().remove(id) {
             running.abort.abort();
+            tracing::debug!("task {id} cancelled: its run is stopped");
         }
         Ok(())
     }
