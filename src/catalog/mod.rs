@@ -102,6 +102,22 @@ pub struct Tool {
     pub effect: Option<Effect>,
     /// How the result is rendered.
     pub result: ResultSpec,
+    /// How it runs as a task, if it may.
+    pub task: Option<TaskOptions>,
+}
+
+/// A tool's `task:`, checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TaskOptions {
+    /// Optional or required.
+    pub mode: model::TaskMode,
+    /// How long a task is kept (running, then after it settled).
+    pub ttl: std::time::Duration,
+    /// How often clients should poll.
+    pub poll_interval: std::time::Duration,
+    /// How many leading steps (`elicit`/`sample`) are asked before the task
+    /// exists (`askFirst`); 0 without it.
+    pub ask_first: usize,
 }
 
 /// A JSON Schema of a tool, checked when the catalog loads and compiled

@@ -120,8 +120,46 @@ pub struct ToolSpec {
     /// MCP tool annotations.
     #[serde(default)]
     pub annotations: Option<ToolAnnotationsSpec>,
+    /// Runs the tool as a task (the `io.modelcontextprotocol/tasks` extension):
+    /// the client gets a task id at once and polls `tasks/get` for the result.
+    #[serde(default)]
+    pub task: Option<TaskSpec>,
     /// What the tool does.
     pub run: RunSpec,
+}
+
+/// A tool's `task`: how it runs as a task.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(title = "task")]
+pub struct TaskSpec {
+    /// `optional` (default): a task for clients that declared the tasks
+    /// extension, an ordinary call for the others; `required`: only as a task.
+    #[serde(default)]
+    pub mode: Option<TaskMode>,
+    /// How long a task is kept: its run may last that long, and its result
+    /// stays readable that long after it settled. Default `5m`, at most `24h`.
+    #[serde(default)]
+    pub ttl: Option<DurationSpec>,
+    /// How often clients should poll `tasks/get`. Default `1s`, at least `100ms`.
+    #[serde(default, rename = "pollInterval")]
+    pub poll_interval: Option<DurationSpec>,
+    /// The `elicit`/`sample` steps at the start of `run.steps` are asked on
+    /// the call itself, before the task exists; the task runs the rest.
+    #[serde(default, rename = "askFirst")]
+    pub ask_first: Option<bool>,
+}
+
+/// Whether a tool runs as a task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+#[schemars(title = "task mode")]
+pub enum TaskMode {
+    /// A task when the client declared the tasks extension, else an ordinary call.
+    #[default]
+    Optional,
+    /// Only as a task: a client that did not declare the extension gets an error.
+    Required,
 }
 
 /// MCP tool annotations (hints for clients).

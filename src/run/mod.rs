@@ -73,14 +73,10 @@ pub async fn call(
     client: &dyn steps::Client,
     resume: steps::Resume,
 ) -> Result<ToolOutcome, Halted> {
-    let arguments = match check_arguments(tool, arguments) {
-        Ok(arguments) => arguments,
+    let (arguments, mut context) = match start(catalog, tool, arguments) {
+        Ok(started) => started,
         Err(message) => return Ok(ToolOutcome::error(message)),
     };
-    let mut context: BTreeMap<String, TemplateValue> =
-        arguments.iter().map(|(k, v)| (k.clone(), crate::render::to_value(v))).collect();
-    context.insert("arguments".to_owned(), crate::render::to_value(&arguments));
-    context.insert("data".to_owned(), catalog.data.clone());
     let what = format!("tool `{}`", tool.name);
     let owner = steps::Owner { catalog, what: &what };
     match steps::run(owner, &tool.steps, &mut context, client, resume, None).await {
@@ -93,6 +89,48 @@ pub async fn call(
             outcome = finish(catalog, tool, arguments, context, client) => Ok(redact_error(outcome)),
             () = client.until_cancelled() => Err(Halted::Cancelled),
         },
+    }
+}
+
+/// What templates see, by name.
+type Context = BTreeMap<String, TemplateValue>;
+
+/// The arguments checked, and the context templates see before any step;
+/// else what the error result says.
+fn start(
+    catalog: &Catalog,
+    tool: &Tool,
+    arguments: Map<String, Value>,
+) -> Result<(Map<String, Value>, Context), String> {
+    let arguments = check_arguments(tool, arguments)?;
+    let mut context: Context = arguments.iter().map(|(k, v)| (k.clone(), crate::render::to_value(v))).collect();
+    context.insert("arguments".to_owned(), crate::render::to_value(&arguments));
+    context.insert("data".to_owned(), catalog.data.clone());
+    Ok((arguments, context))
+}
+
+/// Runs only the steps of `tool` before step `count` (its leading input
+/// steps, for a task's `askFirst`), from `resume`: where the rest resumes
+/// (the task then runs it), or the result that ends the call.
+pub async fn ask_first(
+    catalog: &Arc<Catalog>,
+    tool: &Tool,
+    arguments: Map<String, Value>,
+    client: &dyn steps::Client,
+    resume: steps::Resume,
+    count: usize,
+) -> Result<Result<steps::Resume, ToolOutcome>, Halted> {
+    let (_, mut context) = match start(catalog, tool, arguments) {
+        Ok(started) => started,
+        Err(message) => return Ok(Err(ToolOutcome::error(message))),
+    };
+    let what = format!("tool `{}`", tool.name);
+    let owner = steps::Owner { catalog, what: &what };
+    match steps::run(owner, &tool.steps, &mut context, client, resume, Some(count)).await {
+        Ok(resume) => Ok(Ok(resume)),
+        Err(steps::Stopped::Cancelled) => Err(Halted::Cancelled),
+        Err(steps::Stopped::Failed(message)) => Ok(Err(ToolOutcome::error(message))),
+        Err(steps::Stopped::InputRequired { questions, resume }) => Err(Halted::InputRequired { questions, resume }),
     }
 }
 

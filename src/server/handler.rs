@@ -20,17 +20,18 @@ use rmcp::{ErrorData, ServerHandler};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::Shared;
 use super::hub::{MAX_SUBSCRIPTIONS, Session, SubscribeError, severity, wire_level};
 use super::request_state::Binding;
 use super::snapshot::Asked;
+use super::{Shared, tasks};
 use crate::catalog::Step;
-use crate::catalog::model::LogLevel;
+use crate::catalog::model::{LogLevel, TaskMode};
 use crate::run;
 use crate::run::steps::{Client, ClientFuture, Question, Resume, Unanswered};
 use rmcp::model::{
-    ClientCapabilities, CreateMessageRequestParams, ElicitRequestParams, InputRequest, InputRequests,
-    InputRequiredResult, InputResponses, ProgressNotificationParam,
+    CancelTaskParams, ClientCapabilities, CreateMessageRequestParams, ElicitRequestParams, GetTaskParams,
+    GetTaskResult, InputRequest, InputRequests, InputRequiredResult, InputResponses, ProgressNotificationParam,
+    UpdateTaskParams,
 };
 
 /// MCP methods rmcp parses itself: if one reaches `on_custom_request`, its
@@ -51,6 +52,9 @@ pub(crate) const KNOWN_METHODS: &[&str] = &[
     "completion/complete",
     "logging/setLevel",
     "subscriptions/listen",
+    "tasks/get",
+    "tasks/update",
+    "tasks/cancel",
 ];
 
 /// Methods protocol 2026-07-28 removed: -32601 (HTTP 404) for its clients.
@@ -161,6 +165,26 @@ impl Handler {
         let state = self.shared.state_keys.seal(binding, resume)?;
         Ok(InputRequiredResult::new(Some(requests), Some(state)))
     }
+
+    /// Who owns the tasks this request creates and may see: a legacy
+    /// session; on 2026-07-28, over HTTP the bearer token (its SHA-256; all
+    /// callers alike without one), on stdio the process.
+    fn owner(&self, context: &RequestContext<RoleServer>) -> String {
+        if !modern(context) {
+            return format!("session:{}", self.session.id);
+        }
+        match context.extensions.get::<axum::http::request::Parts>() {
+            Some(parts) => match parts.headers.get(axum::http::header::AUTHORIZATION) {
+                Some(token) => {
+                    use sha2::Digest as _;
+                    let digest = sha2::Sha256::digest(token.as_bytes());
+                    format!("bearer:{}", digest.iter().map(|b| format!("{b:02x}")).collect::<String>())
+                }
+                None => "http".to_owned(),
+            },
+            None => "stdio".to_owned(),
+        }
+    }
 }
 
 /// Whether `declared` holds `capability` (`elicitation`, `sampling`, `roots`).
@@ -244,6 +268,35 @@ impl ServerHandler for Handler {
         let (resume, answers) =
             self.prepare(&context, &binding, request.request_state.as_deref(), request.input_responses.clone(), steps)?;
         let client = RequestClient { handler: self, context: &context, answers };
+        // A tool with `task:`: a task for a client that declared the extension.
+        if let Some(tool) = snapshot.catalog.tool(&request.name)
+            && let Some(task) = tool.task
+        {
+            let capabilities = context.client_capabilities().unwrap_or_default();
+            if capabilities.supports_tasks() {
+                let answerable =
+                    [capabilities.elicitation.is_some(), capabilities.sampling.is_some(), capabilities.roots.is_some()];
+                let (arguments, owner) = (request.arguments.clone().unwrap_or_default(), self.owner(&context));
+                let call = tasks::Call {
+                    catalog: &snapshot.catalog,
+                    tool,
+                    arguments,
+                    owner,
+                    client: &client,
+                    answerable,
+                    resume,
+                };
+                return match self.shared.tasks.start(&self.shared, call).await? {
+                    Asked::Done(response) => Ok(response),
+                    Asked::Input { questions, resume } => Ok(self.input_required(&binding, questions, &resume)?.into()),
+                };
+            }
+            if task.mode == TaskMode::Required {
+                return Err(ErrorData::missing_required_client_capability(
+                    ClientCapabilities::builder().enable_tasks().build(),
+                ));
+            }
+        }
         let called = snapshot.call_tool(&request.name, request.arguments.clone(), &client, resume).await?;
         let (result, changed) = match called {
             Asked::Done(done) => done,
@@ -267,6 +320,31 @@ impl ServerHandler for Handler {
             .await;
         }
         Ok(result.into())
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        Ok(GetTaskResult::new(self.shared.tasks.get(&self.owner(&context), &request.task_id).await?))
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let answers = request.input_responses.into_iter().collect();
+        self.shared.tasks.update(&self.owner(&context), &request.task_id, answers).await
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.shared.tasks.cancel(&self.owner(&context), &request.task_id).await
     }
 
     async fn list_prompts(

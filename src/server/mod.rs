@@ -9,6 +9,7 @@
 //! - [`in_flight`]: counting calls and replies in flight, for shutdown;
 //! - [`jsonrpc`]: what to answer a message rmcp cannot read, on every transport;
 //! - [`request_state`]: the signed `requestState` of 2026-07-28 input-required results.
+//! - [`tasks`]: tools that run as tasks (the tasks extension).
 //!
 //! [`Shared`] holds the current snapshot; every request takes it once and
 //! answers from that one.
@@ -23,6 +24,7 @@ pub mod logs;
 pub mod request_state;
 pub mod snapshot;
 pub mod stdio;
+pub mod tasks;
 
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::SystemTime;
@@ -44,6 +46,8 @@ pub struct Shared {
     pub live: live::Live,
     /// Signs and opens the `requestState` of input-required results.
     pub state_keys: request_state::StateKeys,
+    /// Tools running as tasks, and the tasks kept.
+    pub tasks: tasks::Tasks,
 }
 
 /// How the last reload went, for `/readyz`.
@@ -70,6 +74,7 @@ impl Shared {
             calls: Arc::default(),
             live: live::Live::default(),
             state_keys,
+            tasks: tasks::Tasks::default(),
         })
     }
 

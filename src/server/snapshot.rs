@@ -177,8 +177,14 @@ impl Snapshot {
             .enable_resources_subscribe()
             .enable_resources_list_changed()
             .enable_tools()
-            .enable_tool_list_changed()
-            .build();
+            .enable_tool_list_changed();
+        // The tasks extension, when some tool may run as a task.
+        let capabilities = if catalog.tools.iter().any(|tool| tool.task.is_some()) {
+            capabilities.enable_tasks()
+        } else {
+            capabilities
+        };
+        let capabilities = capabilities.build();
         let server = &catalog.server;
         let mut implementation = Implementation::new(server.name.clone(), server.version.clone());
         if let Some(title) = &server.title {
@@ -579,7 +585,7 @@ fn decode_cursor(cursor: &str) -> Option<usize> {
 }
 
 /// A tool outcome as MCP's `CallToolResult`.
-fn tool_result(outcome: ToolOutcome) -> CallToolResult {
+pub(in crate::server) fn tool_result(outcome: ToolOutcome) -> CallToolResult {
     let blocks = outcome.blocks.into_iter().map(content_block).collect();
     let mut result = if outcome.is_error { CallToolResult::error(blocks) } else { CallToolResult::success(blocks) };
     result.structured_content = outcome.structured;

@@ -6,12 +6,24 @@ use std::ops::Range;
 use serde_json::{Map, Value, json};
 
 use crate::catalog::assemble::{Declared, Origin};
-use crate::catalog::model::{NumberSpec, RunSpec, SleepSpec, StepSpec, ToolSpec};
-use crate::catalog::{Amount, Input, InputKind, ResultSpec, Step, StepData, Tool, Wait};
+use std::time::Duration;
+
+use crate::catalog::model::{NumberSpec, RunSpec, SleepSpec, StepSpec, TaskSpec, ToolSpec};
+use crate::catalog::{Amount, Input, InputKind, ResultSpec, Step, StepData, TaskOptions, Tool, Wait};
 use crate::diag::{Diagnostic, Location};
+use crate::duration::{positive_at_most, show_duration};
 use crate::effect::{self, Effect};
 
 use super::{Builder, Scope, present, wire_head};
+
+/// A task's ttl without `ttl:`.
+const DEFAULT_TASK_TTL: Duration = Duration::from_secs(5 * 60);
+/// The longest `ttl:` a task may have.
+const MAX_TASK_TTL: Duration = Duration::from_secs(24 * 60 * 60);
+/// A task's poll interval without `pollInterval:`.
+const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(1);
+/// The shortest `pollInterval:`.
+const MIN_POLL_INTERVAL: Duration = Duration::from_millis(100);
 
 impl Builder<'_> {
     pub(super) fn tool(&mut self, decl: &Declared<ToolSpec>) -> Option<Tool> {
@@ -94,10 +106,69 @@ impl Builder<'_> {
             Some(compiled) => Some(compiled?),
             None => None,
         };
+        let task = match &spec.task {
+            Some(task) => Some(self.task(task, declared_steps, origin)?),
+            None => None,
+        };
         let result = result?;
         let steps = steps?;
         let effect = effect?;
-        Some(Tool { name: spec.name.clone(), wire, input, output, structured, steps, effect, result })
+        Some(Tool { name: spec.name.clone(), wire, input, output, structured, steps, effect, result, task })
+    }
+
+    /// Checks a tool's `task:`: its durations, and that `askFirst` has
+    /// input steps to ask.
+    fn task(&mut self, spec: &TaskSpec, steps: &[StepSpec], origin: &Origin) -> Option<TaskOptions> {
+        let ttl = match spec
+            .ttl
+            .as_ref()
+            .map(|ttl| positive_at_most(ttl, MAX_TASK_TTL, "a ttl", "drop every task at once"))
+        {
+            None => Some(DEFAULT_TASK_TTL),
+            Some(Ok(ttl)) => Some(ttl),
+            Some(Err(message)) => {
+                let location = self.assembled.locate(origin, "/task/ttl");
+                self.error("task-ttl", location, message).hint = Some(
+                    "the ttl is how long a task may run and how long its result is kept after; write e.g. `5m` or `1h`, at most `24h`".to_owned(),
+                );
+                None
+            }
+        };
+        let poll_interval = match spec.poll_interval.as_ref().map(|poll| {
+            let poll = positive_at_most(poll, MAX_TASK_TTL, "a pollInterval", "ask clients to poll without pause")?;
+            if poll < MIN_POLL_INTERVAL {
+                return Err(format!("a pollInterval of {} is shorter than 100ms", show_duration(poll)));
+            }
+            Ok(poll)
+        }) {
+            None => Some(DEFAULT_POLL_INTERVAL),
+            Some(Ok(poll)) => Some(poll),
+            Some(Err(message)) => {
+                let location = self.assembled.locate(origin, "/task/pollInterval");
+                self.error("task-poll-interval", location, message).hint = Some(
+                    "clients call `tasks/get` this often while the task runs; write e.g. `1s` (at least `100ms`)"
+                        .to_owned(),
+                );
+                None
+            }
+        };
+        let asks = |step: &&StepSpec| {
+            step.elicit.is_some() || step.sample.is_some() || step.roots.is_some() || step.ask.is_some()
+        };
+        let asked = steps.iter().take_while(asks).count();
+        let ask_first = if spec.ask_first == Some(true) {
+            if asked == 0 {
+                let location = self.assembled.locate(origin, "/task/askFirst");
+                self.error("task-ask-first", location, "`askFirst` asks the leading input steps (`elicit`, `sample`, `roots`, `ask`) before the task starts, but this tool's steps do not start with one").hint = Some(
+                    "put the questions to ask before the task at the start of `run.steps`, or remove `askFirst`".to_owned(),
+                );
+                return None;
+            }
+            asked
+        } else {
+            0
+        };
+        Some(TaskOptions { mode: spec.mode.unwrap_or_default(), ttl: ttl?, poll_interval: poll_interval?, ask_first })
     }
 
     /// Checks the effect of `run`: `Some(None)` if it has none, `None` once

@@ -1,0 +1,759 @@
+//! Tasks: the `io.modelcontextprotocol/tasks` extension (SEP-2663). A tool
+//! with `task:` called by a client that declared the extension answers at
+//! once with a task id; the call runs here, and the client polls
+//! `tasks/get`, answers the task's questions with `tasks/update` and may
+//! stop it with `tasks/cancel`.
+//!
+//! Two parts:
+//! - [`TaskStore`]: where tasks are kept, as plain JSON-able [`TaskRecord`]s
+//!   bound to an owner, behind boxed futures so a database can stand behind
+//!   it; [`MemoryStore`] keeps them in this process, bounded per owner and
+//!   in total, and drops a task one ttl after it settled.
+//! - [`Tasks`]: the runner that owns the running calls. Each runs
+//!   [`run::call_from`] with a [`TaskClient`] (logs and progress go nowhere:
+//!   a task has no request stream; a question parks the task as
+//!   `input_required` until `tasks/update` answers it). Cancelling aborts
+//!   the run: dropping it kills a command's process group. A run that lasts
+//!   longer than its ttl is stopped and the task fails.
+
+use std::collections::{BTreeSet, HashMap};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use rmcp::ErrorData;
+use rmcp::model::{
+    CallToolResponse, CreateTaskResult, DetailedTask, ErrorCode, InputRequests, Task, TaskPayload, TaskStatus,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+use tokio::sync::Notify;
+use tokio::task::AbortHandle;
+
+use super::Shared;
+use super::snapshot::Asked;
+use crate::catalog::model::LogLevel;
+use crate::catalog::{Catalog, Tool};
+use crate::run::steps::{self, Client, ClientFuture, Question, Resume, Unanswered};
+use crate::run::{self, Halted, ToolOutcome};
+
+/// A future a [`TaskStore`] returns.
+pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Most tasks one owner may have kept at once (running, or settled within their ttl).
+pub const MAX_TASKS_PER_OWNER: usize = 256;
+/// Most tasks kept at once, all owners together.
+pub const MAX_TASKS: usize = 4096;
+
+/// Where a task is.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum State {
+    /// Running.
+    Working,
+    /// Waiting for answers: the open questions, key → `{method, params}`.
+    InputRequired {
+        /// The open questions.
+        questions: Map<String, Value>,
+    },
+    /// Done: the `CallToolResult` (with `isError` for a tool error).
+    Completed {
+        /// The result as JSON.
+        result: Value,
+    },
+    /// Stopped by a protocol error: the JSON-RPC error object.
+    Failed {
+        /// `{code, message, data?}`.
+        error: Value,
+    },
+    /// Cancelled by its owner.
+    Cancelled,
+}
+
+impl State {
+    /// Whether the task settled (and will not change again).
+    pub fn is_terminal(&self) -> bool {
+        matches!(self, State::Completed { .. } | State::Failed { .. } | State::Cancelled)
+    }
+}
+
+/// One task as a store keeps it: plain data, JSON-able.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskRecord {
+    /// Its id: 122 random bits (uuid v4).
+    pub id: String,
+    /// Who may see it (a legacy session, a bearer token's hash, `stdio`); never shown.
+    pub owner: String,
+    /// Where it is.
+    pub state: State,
+    /// When it was created, in ms since the Unix epoch.
+    pub created_ms: u64,
+    /// When its state last changed, in ms since the Unix epoch.
+    pub updated_ms: u64,
+    /// How long it is kept: running, then after it settled.
+    pub ttl_ms: u64,
+    /// How often clients should poll.
+    pub poll_interval_ms: u64,
+    /// Answers `tasks/update` gave that the run has not taken yet.
+    pub answers: Map<String, Value>,
+}
+
+/// Why a store refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreError {
+    /// The owner has [`MAX_TASKS_PER_OWNER`] tasks, or the store [`MAX_TASKS`].
+    Full(String),
+    /// The store failed (e.g. its database).
+    Failed(String),
+}
+
+impl std::fmt::Display for StoreError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StoreError::Full(message) | StoreError::Failed(message) => f.write_str(message),
+        }
+    }
+}
+
+/// Where tasks are kept. Every read and change by a client names the owner:
+/// another owner's task is as unknown as one that never was.
+pub trait TaskStore: Send + Sync {
+    /// Adds a new task; refused past the store's bounds.
+    fn create(&self, record: TaskRecord) -> StoreFuture<'_, Result<(), StoreError>>;
+    /// Task `id`, if `owner` owns it and it is still kept.
+    fn get<'a>(&'a self, owner: &'a str, id: &'a str) -> StoreFuture<'a, Result<Option<TaskRecord>, StoreError>>;
+    /// The run moves task `id` to `state`; a settled task does not change.
+    fn set<'a>(&'a self, id: &'a str, state: State) -> StoreFuture<'a, Result<(), StoreError>>;
+    /// `tasks/update`: keeps the answers that fit an open question
+    /// ([`steps::fits`]) and closes those questions (all closed: working
+    /// again); others are ignored. `false` if the task is unknown.
+    fn answer<'a>(
+        &'a self,
+        owner: &'a str,
+        id: &'a str,
+        answers: Map<String, Value>,
+    ) -> StoreFuture<'a, Result<bool, StoreError>>;
+    /// The run takes the answers given so far.
+    fn take_answers<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Result<Map<String, Value>, StoreError>>;
+    /// `tasks/cancel`: settles the task as cancelled unless it settled
+    /// already. `false` if the task is unknown.
+    fn cancel<'a>(&'a self, owner: &'a str, id: &'a str) -> StoreFuture<'a, Result<bool, StoreError>>;
+}
+
+/// Milliseconds since the Unix epoch.
+fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// Tasks kept in this process.
+#[derive(Default)]
+pub struct MemoryStore {
+    inner: Mutex<Memory>,
+}
+
+#[derive(Default)]
+struct Memory {
+    tasks: HashMap<String, TaskRecord>,
+    per_owner: HashMap<String, usize>,
+    /// (when, id) of each settled task: it is dropped then.
+    expiries: BTreeSet<(u64, String)>,
+}
+
+impl Memory {
+    /// Drops the tasks whose time is up: settled one ttl ago. Costs what it drops.
+    fn sweep(&mut self, now: u64) {
+        while let Some(first) = self.expiries.first() {
+            if first.0 > now {
+                break;
+            }
+            let Some((_, id)) = self.expiries.pop_first() else { break };
+            if let Some(record) = self.tasks.remove(&id)
+                && let Some(count) = self.per_owner.get_mut(&record.owner)
+            {
+                *count -= 1;
+                if *count == 0 {
+                    self.per_owner.remove(&record.owner);
+                }
+            }
+        }
+    }
+
+    fn owned(&mut self, owner: &str, id: &str) -> Option<&mut TaskRecord> {
+        self.tasks.get_mut(id).filter(|record| record.owner == owner)
+    }
+
+    /// Moves `record` to `state`, and schedules its end if that settles it.
+    fn settle(expiries: &mut BTreeSet<(u64, String)>, record: &mut TaskRecord, state: State, now: u64) {
+        if record.state.is_terminal() {
+            return;
+        }
+        if state.is_terminal() {
+            expiries.insert((now.saturating_add(record.ttl_ms), record.id.clone()));
+            record.answers.clear();
+        }
+        record.state = state;
+        record.updated_ms = now;
+    }
+}
+
+impl MemoryStore {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Memory> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The question an open `inputRequests` entry asks.
+fn question_of(key: &str, request: &Value) -> Option<Question> {
+    let method = match request.get("method").and_then(Value::as_str)? {
+        "elicitation/create" => "elicitation/create",
+        "sampling/createMessage" => "sampling/createMessage",
+        "roots/list" => "roots/list",
+        _ => return None,
+    };
+    Some(Question { key: key.to_owned(), method, params: request.get("params").cloned().unwrap_or(json!({})) })
+}
+
+impl TaskStore for MemoryStore {
+    fn create(&self, record: TaskRecord) -> StoreFuture<'_, Result<(), StoreError>> {
+        let mut memory = self.lock();
+        memory.sweep(now_ms());
+        let owned = memory.per_owner.get(&record.owner).copied().unwrap_or(0);
+        let refused = if owned >= MAX_TASKS_PER_OWNER {
+            Some(format!(
+                "too many tasks: this client has {MAX_TASKS_PER_OWNER} (running, or settled within their ttl); \
+                 try again once some have expired"
+            ))
+        } else if memory.tasks.len() >= MAX_TASKS {
+            Some(format!("too many tasks: the server keeps {MAX_TASKS}; try again once some have expired"))
+        } else {
+            None
+        };
+        if let Some(message) = refused {
+            return Box::pin(std::future::ready(Err(StoreError::Full(message))));
+        }
+        *memory.per_owner.entry(record.owner.clone()).or_default() += 1;
+        memory.tasks.insert(record.id.clone(), record);
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    fn get<'a>(&'a self, owner: &'a str, id: &'a str) -> StoreFuture<'a, Result<Option<TaskRecord>, StoreError>> {
+        let mut memory = self.lock();
+        memory.sweep(now_ms());
+        let record = memory.owned(owner, id).map(|record| record.clone());
+        Box::pin(std::future::ready(Ok(record)))
+    }
+
+    fn set<'a>(&'a self, id: &'a str, state: State) -> StoreFuture<'a, Result<(), StoreError>> {
+        let mut memory = self.lock();
+        let Memory { tasks, expiries, .. } = &mut *memory;
+        if let Some(record) = tasks.get_mut(id) {
+            Memory::settle(expiries, record, state, now_ms());
+        }
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    fn answer<'a>(
+        &'a self,
+        owner: &'a str,
+        id: &'a str,
+        answers: Map<String, Value>,
+    ) -> StoreFuture<'a, Result<bool, StoreError>> {
+        let mut memory = self.lock();
+        memory.sweep(now_ms());
+        let Some(record) = memory.owned(owner, id) else {
+            return Box::pin(std::future::ready(Ok(false)));
+        };
+        if let State::InputRequired { questions } = &mut record.state {
+            for (key, answer) in answers {
+                let fits = questions.get(&key).and_then(|request| question_of(&key, request)).map(|question| {
+                    steps::fits(&question, &answer).inspect_err(|why| tracing::debug!("task {id}: {why}"))
+                });
+                if let Some(Ok(())) = fits {
+                    questions.remove(&key);
+                    record.answers.insert(key, answer);
+                }
+            }
+            if questions.is_empty() {
+                record.state = State::Working;
+            }
+            record.updated_ms = now_ms();
+        }
+        Box::pin(std::future::ready(Ok(true)))
+    }
+
+    fn take_answers<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Result<Map<String, Value>, StoreError>> {
+        let mut memory = self.lock();
+        let answers = memory.tasks.get_mut(id).map(|record| std::mem::take(&mut record.answers)).unwrap_or_default();
+        Box::pin(std::future::ready(Ok(answers)))
+    }
+
+    fn cancel<'a>(&'a self, owner: &'a str, id: &'a str) -> StoreFuture<'a, Result<bool, StoreError>> {
+        let mut memory = self.lock();
+        let now = now_ms();
+        memory.sweep(now);
+        let Memory { tasks, expiries, .. } = &mut *memory;
+        let Some(record) = tasks.get_mut(id).filter(|record| record.owner == owner) else {
+            return Box::pin(std::future::ready(Ok(false)));
+        };
+        Memory::settle(expiries, record, State::Cancelled, now);
+        Box::pin(std::future::ready(Ok(true)))
+    }
+}
+
+/// A running task, as the runner holds it.
+struct Running {
+    /// Stops the run (dropping it: a command's process group is killed).
+    abort: AbortHandle,
+    /// Wakes the run when its questions got answers.
+    wake: Arc<Notify>,
+}
+
+/// The runner: starts tasks, owns their runs, answers `tasks/*`.
+pub struct Tasks {
+    store: Arc<dyn TaskStore>,
+    running: Mutex<HashMap<String, Running>>,
+}
+
+impl Default for Tasks {
+    fn default() -> Tasks {
+        Tasks::new(Arc::new(MemoryStore::default()))
+    }
+}
+
+/// "unknown task" (-32602): also what another owner's task is.
+fn unknown(id: &str) -> ErrorData {
+    ErrorData::invalid_params(format!("unknown task: {id}"), Some(json!({ "taskId": id })))
+}
+
+fn store_error(err: StoreError) -> ErrorData {
+    ErrorData::internal_error(format!("the task store failed: {err}"), None)
+}
+
+/// ISO 8601 of ms since the Unix epoch.
+fn timestamp(ms: u64) -> String {
+    let time = UNIX_EPOCH + Duration::from_millis(ms);
+    chrono::DateTime::<chrono::Utc>::from(time).to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// A record as the wire shows it.
+pub(in crate::server) fn detailed(record: &TaskRecord) -> DetailedTask {
+    let payload = match &record.state {
+        State::Working => TaskPayload::Working,
+        State::InputRequired { questions } => {
+            match serde_json::from_value::<InputRequests>(Value::Object(questions.clone())) {
+                Ok(input_requests) => TaskPayload::InputRequired { input_requests },
+                Err(err) => {
+                    tracing::error!("internal: task {} asks what MCP cannot carry: {err}", record.id);
+                    TaskPayload::Working
+                }
+            }
+        }
+        State::Completed { result } => TaskPayload::Completed { result: object(result) },
+        State::Failed { error } => TaskPayload::Failed { error: object(error) },
+        State::Cancelled => TaskPayload::Cancelled,
+    };
+    let task = Task::new(&record.id, TaskStatus::Working, timestamp(record.created_ms), timestamp(record.updated_ms))
+        .with_ttl_ms(record.ttl_ms)
+        .with_poll_interval_ms(record.poll_interval_ms);
+    DetailedTask::new(task, payload)
+}
+
+fn object(value: &Value) -> Map<String, Value> {
+    value.as_object().cloned().unwrap_or_default()
+}
+
+/// What a tool call that became a task was asked with.
+pub(in crate::server) struct Call<'a> {
+    /// The snapshot's catalog (the run keeps it).
+    pub catalog: &'a Arc<Catalog>,
+    /// The tool (it has `task:`).
+    pub tool: &'a Tool,
+    /// Its arguments.
+    pub arguments: Map<String, Value>,
+    /// Who owns the task.
+    pub owner: String,
+    /// The request's client, for `askFirst` questions.
+    pub client: &'a dyn Client,
+    /// Which questions the client said it can answer (elicitation, sampling, roots).
+    pub answerable: [bool; 3],
+    /// Where the call resumes: a 2026-07-28 retry answering `askFirst` questions.
+    pub resume: Resume,
+}
+
+impl Tasks {
+    /// A runner over `store`.
+    pub fn new(store: Arc<dyn TaskStore>) -> Tasks {
+        Tasks { store, running: Mutex::default() }
+    }
+
+    fn running(&self) -> std::sync::MutexGuard<'_, HashMap<String, Running>> {
+        self.running.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Starts `call` as a task: asks its `askFirst` questions on the call,
+    /// then answers with the task, which runs on. A refusal (too many tasks)
+    /// and a call that ends before its task starts are ordinary results.
+    pub(in crate::server) async fn start(
+        &self,
+        shared: &Arc<Shared>,
+        call: Call<'_>,
+    ) -> Result<Asked<CallToolResponse>, ErrorData> {
+        let Some(options) = call.tool.task else {
+            return Err(ErrorData::internal_error(format!("tool `{}` is not a task", call.tool.name), None));
+        };
+        let mut resume = Resume::default();
+        if options.ask_first > 0 {
+            let (tool, arguments) = (call.tool, call.arguments.clone());
+            let asked = run::ask_first(call.catalog, tool, arguments, call.client, call.resume, options.ask_first);
+            match asked.await {
+                Ok(Ok(answered)) => resume = answered,
+                Ok(Err(outcome)) => {
+                    return Ok(Asked::Done(CallToolResponse::Complete(super::snapshot::tool_result(outcome))));
+                }
+                Err(Halted::InputRequired { questions, resume }) => return Ok(Asked::Input { questions, resume }),
+                Err(Halted::Cancelled) => {
+                    return Err(ErrorData::new(
+                        ErrorCode(super::snapshot::REQUEST_CANCELLED),
+                        "request cancelled",
+                        None,
+                    ));
+                }
+            }
+        }
+        let now = now_ms();
+        let record = TaskRecord {
+            id: uuid::Uuid::new_v4().to_string(),
+            owner: call.owner,
+            state: State::Working,
+            created_ms: now,
+            updated_ms: now,
+            ttl_ms: u64::try_from(options.ttl.as_millis()).unwrap_or(u64::MAX),
+            poll_interval_ms: u64::try_from(options.poll_interval.as_millis()).unwrap_or(u64::MAX),
+            answers: Map::new(),
+        };
+        let created = detailed(&record).task;
+        match self.store.create(record.clone()).await {
+            Ok(()) => {}
+            Err(StoreError::Full(message)) => {
+                tracing::warn!("tool `{}`: task refused: {message}", call.tool.name);
+                let refused = super::snapshot::tool_result(ToolOutcome::error(message));
+                return Ok(Asked::Done(CallToolResponse::Complete(refused)));
+            }
+            Err(err) => return Err(store_error(err)),
+        }
+        let wake = Arc::new(Notify::new());
+        let client = TaskClient {
+            store: Arc::clone(&self.store),
+            id: record.id.clone(),
+            wake: Arc::clone(&wake),
+            poll: options.poll_interval,
+            answers: call.answerable,
+        };
+        let (catalog, name, arguments) = (Arc::clone(call.catalog), call.tool.name.clone(), call.arguments);
+        let run = tokio::spawn(async move {
+            let Some(tool) = catalog.tool(&name) else { return Err(Halted::Cancelled) };
+            run::call(&catalog, tool, arguments, &client, resume).await
+        });
+        self.running().insert(record.id.clone(), Running { abort: run.abort_handle(), wake });
+        tracing::debug!("task {} started: tool `{name}`", record.id, name = call.tool.name);
+        let shared = Arc::clone(shared);
+        let abort = run.abort_handle();
+        tokio::spawn(async move {
+            let state = match tokio::time::timeout(options.ttl, run).await {
+                Err(_) => {
+                    abort.abort();
+                    let ttl = format!("{}s", options.ttl.as_secs_f64());
+                    State::Failed {
+                        error: json!({
+                            "code": ErrorCode::INTERNAL_ERROR.0,
+                            "message": format!("the task ran longer than its ttl ({ttl}) and was stopped"),
+                            "data": { "ttlMs": record.ttl_ms },
+                        }),
+                    }
+                }
+                Ok(Ok(Ok(mut outcome))) => {
+                    if let Some(database) = outcome.changed.take() {
+                        super::live::changed(&shared, &database);
+                    }
+                    match serde_json::to_value(super::snapshot::tool_result(outcome)) {
+                        Ok(result) => State::Completed { result },
+                        Err(err) => State::Failed { error: internal(&format!("the result is not JSON: {err}")) },
+                    }
+                }
+                Ok(Ok(Err(Halted::Cancelled))) => State::Cancelled,
+                // The task's client waits for answers instead of leaving questions open.
+                Ok(Ok(Err(Halted::InputRequired { .. }))) => {
+                    State::Failed { error: internal("the tool's questions were left open") }
+                }
+                Ok(Err(err)) if err.is_cancelled() => State::Cancelled,
+                Ok(Err(err)) => {
+                    tracing::error!("task {}: the run failed: {err}", record.id);
+                    State::Failed { error: internal("the tool's run stopped unexpectedly") }
+                }
+            };
+            if let Err(err) = shared.tasks.store.set(&record.id, state).await {
+                tracing::error!("task {}: could not record how it ended: {err}", record.id);
+            }
+            shared.tasks.running().remove(&record.id);
+        });
+        Ok(Asked::Done(CallToolResponse::Task(CreateTaskResult::new(created))))
+    }
+
+    /// `tasks/get`.
+    pub(in crate::server) async fn get(&self, owner: &str, id: &str) -> Result<DetailedTask, ErrorData> {
+        match self.store.get(owner, id).await.map_err(store_error)? {
+            Some(record) => Ok(detailed(&record)),
+            None => Err(unknown(id)),
+        }
+    }
+
+    /// `tasks/update`: the answers reach the run (see [`TaskStore::answer`]).
+    pub(in crate::server) async fn update(
+        &self,
+        owner: &str,
+        id: &str,
+        answers: Map<String, Value>,
+    ) -> Result<(), ErrorData> {
+        if !self.store.answer(owner, id, answers).await.map_err(store_error)? {
+            return Err(unknown(id));
+        }
+        if let Some(running) = self.running().get(id) {
+            running.wake.notify_one();
+        }
+        Ok(())
+    }
+
+    /// `tasks/cancel`: the task settles as cancelled and its run stops (a
+    /// settled task stays as it is; cancelling it again is no error).
+    pub(in crate::server) async fn cancel(&self, owner: &str, id: &str) -> Result<(), ErrorData> {
+        if !self.store.cancel(owner, id).await.map_err(store_error)? {
+            return Err(unknown(id));
+        }
+        if let Some(running) = self.running().remove(id) {
+            running.abort.abort();
+            tracing::debug!("task {id} cancelled: its run is stopped");
+        }
+        Ok(())
+    }
+
+    /// How many runs are going on now.
+    pub fn running_count(&self) -> usize {
+        self.running().len()
+    }
+}
+
+/// A JSON-RPC internal error object.
+fn internal(message: &str) -> Value {
+    json!({ "code": ErrorCode::INTERNAL_ERROR.0, "message": message })
+}
+
+/// The client of a task's run: nobody listens to logs or progress; a
+/// question parks the task as `input_required` until `tasks/update`
+/// answers it.
+struct TaskClient {
+    store: Arc<dyn TaskStore>,
+    id: String,
+    wake: Arc<Notify>,
+    /// How long to wait for a wake-up before asking the store again (a
+    /// store shared by several processes may not wake this one).
+    poll: Duration,
+    /// Whether the client can answer elicitation, sampling, roots.
+    answers: [bool; 3],
+}
+
+impl Client for TaskClient {
+    fn log(&self, _level: LogLevel, _logger: &str, _data: Value) -> ClientFuture<'_, ()> {
+        Box::pin(std::future::ready(()))
+    }
+
+    fn progress(&self, _progress: f64, _total: Option<f64>, _message: Option<String>) -> ClientFuture<'_, ()> {
+        Box::pin(std::future::ready(()))
+    }
+
+    fn ask(&self, questions: Vec<Question>) -> ClientFuture<'_, Result<Map<String, Value>, Unanswered>> {
+        Box::pin(async move {
+            let open: Map<String, Value> =
+                questions.iter().map(|q| (q.key.clone(), json!({ "method": q.method, "params": q.params }))).collect();
+            let failed = |err: StoreError| Unanswered::Failed(format!("the task store failed: {err}"));
+            self.store.set(&self.id, State::InputRequired { questions: open }).await.map_err(failed)?;
+            let mut answers = Map::new();
+            loop {
+                let woken = self.wake.notified();
+                answers.extend(self.store.take_answers(&self.id).await.map_err(failed)?);
+                if questions.iter().all(|q| answers.contains_key(&q.key)) {
+                    self.store.set(&self.id, State::Working).await.map_err(failed)?;
+                    return Ok(answers);
+                }
+                tokio::select! {
+                    () = woken => {}
+                    () = tokio::time::sleep(self.poll) => {}
+                }
+            }
+        })
+    }
+
+    fn can_answer(&self, method: &str) -> bool {
+        match steps::capability(method) {
+            Some("elicitation") => self.answers[0],
+            Some("sampling") => self.answers[1],
+            Some("roots") => self.answers[2],
+            _ => false,
+        }
+    }
+
+    fn cancelled(&self) -> bool {
+        false
+    }
+
+    fn until_cancelled(&self) -> ClientFuture<'_, ()> {
+        // A cancelled task's run is dropped, never told.
+        Box::pin(std::future::pending())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(id: &str, owner: &str) -> TaskRecord {
+        TaskRecord {
+            id: id.to_owned(),
+            owner: owner.to_owned(),
+            state: State::Working,
+            created_ms: now_ms(),
+            updated_ms: now_ms(),
+            ttl_ms: 60_000,
+            poll_interval_ms: 1000,
+            answers: Map::new(),
+        }
+    }
+
+    fn elicit(key: &str) -> Question {
+        let schema = json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]});
+        Question {
+            key: key.to_owned(),
+            method: "elicitation/create",
+            params: json!({"message": "?", "requestedSchema": schema}),
+        }
+    }
+
+    fn accept(name: &str) -> Value {
+        json!({"action": "accept", "content": {"name": name}})
+    }
+
+    async fn open_keys(store: &MemoryStore, id: &str) -> Vec<String> {
+        match store.get("me", id).await.unwrap().map(|r| r.state) {
+            Some(State::InputRequired { questions }) => questions.keys().cloned().collect(),
+            other => panic!("not input_required: {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_partial_answer_leaves_the_other_question_open() {
+        let store = Arc::new(MemoryStore::default());
+        store.create(record("t1", "me")).await.unwrap();
+        let wake = Arc::new(Notify::new());
+        let client = TaskClient {
+            store: store.clone(),
+            id: "t1".to_owned(),
+            wake: wake.clone(),
+            poll: Duration::from_secs(30),
+            answers: [true; 3],
+        };
+        let asking = tokio::spawn(async move { client.ask(vec![elicit("first"), elicit("second")]).await });
+        // Bounded wait for the run to park.
+        for _ in 0..500 {
+            if matches!(store.get("me", "t1").await.unwrap().map(|r| r.state), Some(State::InputRequired { .. })) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(open_keys(&store, "t1").await, ["first", "second"]);
+        // One good answer, one that does not fit its form, one for no question.
+        let answers = Map::from_iter([
+            ("first".to_owned(), accept("Ada")),
+            ("second".to_owned(), json!({"action": "accept", "content": {"name": 12}})),
+            ("unknown-key".to_owned(), json!({"ignored": true})),
+        ]);
+        assert!(store.answer("me", "t1", answers).await.unwrap());
+        wake.notify_one();
+        assert_eq!(open_keys(&store, "t1").await, ["second"]);
+        assert!(!asking.is_finished());
+        assert!(store.answer("me", "t1", Map::from_iter([("second".to_owned(), accept("Bob"))])).await.unwrap());
+        wake.notify_one();
+        let answers = tokio::time::timeout(Duration::from_secs(10), asking).await.unwrap().unwrap().unwrap();
+        assert_eq!(answers.get("first"), Some(&accept("Ada")));
+        assert_eq!(answers.get("second"), Some(&accept("Bob")));
+        assert_eq!(store.get("me", "t1").await.unwrap().map(|r| r.state), Some(State::Working));
+    }
+
+    #[tokio::test]
+    async fn another_owners_task_is_unknown() {
+        let store = MemoryStore::default();
+        store.create(record("t1", "me")).await.unwrap();
+        assert!(store.get("you", "t1").await.unwrap().is_none());
+        assert!(!store.answer("you", "t1", Map::new()).await.unwrap());
+        assert!(!store.cancel("you", "t1").await.unwrap());
+        assert_eq!(store.get("me", "t1").await.unwrap().map(|r| r.state), Some(State::Working));
+    }
+
+    #[tokio::test]
+    async fn a_settled_task_stays_settled_and_cancelling_it_again_is_no_error() {
+        let store = MemoryStore::default();
+        store.create(record("t1", "me")).await.unwrap();
+        store.set("t1", State::Completed { result: json!({"content": []}) }).await.unwrap();
+        assert!(store.cancel("me", "t1").await.unwrap());
+        store.set("t1", State::Working).await.unwrap();
+        let state = store.get("me", "t1").await.unwrap().map(|r| r.state);
+        assert_eq!(state, Some(State::Completed { result: json!({"content": []}) }));
+    }
+
+    #[tokio::test]
+    async fn an_owner_past_its_bound_is_refused_and_others_are_not() {
+        let store = MemoryStore::default();
+        for n in 0..MAX_TASKS_PER_OWNER {
+            store.create(record(&format!("t{n}"), "me")).await.unwrap();
+        }
+        let refused = store.create(record("one-more", "me")).await.unwrap_err();
+        assert!(matches!(&refused, StoreError::Full(message) if message.contains("too many tasks")), "{refused:?}");
+        store.create(record("yours", "you")).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_task_is_dropped_one_ttl_after_it_settled() {
+        let store = MemoryStore::default();
+        store.create(record("t1", "me")).await.unwrap();
+        store.create(record("t2", "me")).await.unwrap();
+        store.set("t1", State::Cancelled).await.unwrap();
+        let mut memory = store.lock();
+        let settled = memory.tasks["t1"].updated_ms;
+        memory.sweep(settled + 59_999);
+        assert!(memory.tasks.contains_key("t1"));
+        memory.sweep(settled + 60_000);
+        assert!(!memory.tasks.contains_key("t1"), "evicted");
+        assert!(memory.tasks.contains_key("t2"), "still running: kept");
+        assert_eq!(memory.per_owner.get("me"), Some(&1));
+    }
+
+    #[test]
+    fn records_show_on_the_wire_as_the_extension_says() {
+        let mut task = record("t1", "me");
+        task.state = State::InputRequired {
+            questions: Map::from_iter([(
+                "step1".to_owned(),
+                json!({"method": "elicitation/create", "params": {"message": "?", "requestedSchema": {"type": "object", "properties": {}}}}),
+            )]),
+        };
+        let wire = serde_json::to_value(detailed(&task)).unwrap();
+        assert_eq!(wire["status"], "input_required");
+        assert_eq!(wire["ttlMs"], 60_000);
+        assert_eq!(wire["pollIntervalMs"], 1000);
+        assert_eq!(wire["inputRequests"]["step1"]["method"], "elicitation/create");
+        assert!(wire.get("owner").is_none() && wire.get("requestState").is_none());
+        task.state = State::Failed { error: internal("boom") };
+        let wire = serde_json::to_value(detailed(&task)).unwrap();
+        assert_eq!((wire["status"].as_str(), wire["error"]["code"].as_i64()), (Some("failed"), Some(-32603)));
+        assert!(wire.get("result").is_none());
+    }
+}
