@@ -112,9 +112,10 @@ fn through_carte(server: &Server, tool: &str, sessions: usize, run_for: Duration
         "book_room" => {
             r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"book_room","arguments":{"room":"Focus","who":"ada","hours":2}}}"#
         }
-        _ => {
+        "room_bookings" => {
             r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"room_bookings","arguments":{"room":"Focus"}}}"#
         }
+        _ => r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"ping","arguments":{}}}"#,
     };
     let (all, elapsed) = back_to_back(server, sessions, run_for, call, r#""isError":false"#);
     report(&format!("carte over HTTP, {tool}"), sessions, all, elapsed)
