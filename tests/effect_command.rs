@@ -6,10 +6,7 @@
 
 mod common;
 
-use std::path::Path;
-use std::time::Instant;
-
-use common::{Server, TIMEOUT, TempDir, run_cli, text};
+use common::{Server, TempDir, assert_group_gone, read_pid, run_cli, text};
 use serde_json::{Value, json};
 
 /// A catalog of one tool `t` with arguments `a` and `b` (strings) whose
@@ -136,49 +133,6 @@ fn a_program_without_a_result_template_gives_its_stdout() {
     assert_eq!((failed, out.as_str()), (false, "\"hello\\n\""));
 }
 
-/// The ids of every process still in process group `pgid`, but zombies
-/// that are not the group's leader (reaped by init, not by carte).
-fn group_members(pgid: u32) -> Vec<(u32, char)> {
-    let mut members = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
-        // `pid (comm) state ppid pgrp …`; comm may hold spaces and parentheses.
-        let Some(after) = stat.rfind(')').map(|idx| &stat[idx + 1..]) else { continue };
-        let fields: Vec<&str> = after.split_whitespace().collect();
-        let (Some(state), Some(pgrp)) = (fields.first(), fields.get(2)) else { continue };
-        let state = state.chars().next().unwrap_or('?');
-        if pgrp.parse::<u32>() == Ok(pgid) && (state != 'Z' || pid == pgid) {
-            members.push((pid, state));
-        }
-    }
-    members
-}
-
-/// Waits (bounded) for the group led by the pid in `pid_file` to be gone,
-/// its leader reaped: fails the test if any process of it is left.
-fn assert_group_gone(pid_file: &Path) {
-    let pgid: u32 = std::fs::read_to_string(pid_file).unwrap().trim().parse().unwrap();
-    let deadline = Instant::now() + TIMEOUT;
-    loop {
-        let left = group_members(pgid);
-        if left.is_empty() {
-            return;
-        }
-        assert!(Instant::now() < deadline, "processes of group {pgid} left: {left:?}");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-}
-
-/// Waits (bounded) for `path` to hold a line.
-fn wait_for_file(path: &Path) {
-    let deadline = Instant::now() + TIMEOUT;
-    while !std::fs::read_to_string(path).is_ok_and(|text| text.ends_with('\n')) {
-        assert!(Instant::now() < deadline, "{} was not written", path.display());
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-}
-
 /// A program that records its process group and starts a grandchild, both
 /// sleeping far past any wait of these tests.
 const SLEEPER: &str =
@@ -190,7 +144,7 @@ fn a_timeout_kills_the_whole_group() {
     let (failed, out) = call(&dir, SLEEPER, &[]);
     assert!(failed, "{out}");
     assert_eq!(out, "tool `t` failed: `sh` did not finish within 1s and was killed, with every process it started");
-    assert_group_gone(&dir.path("group.pid"));
+    assert_group_gone(read_pid(&dir.path("group.pid")));
 }
 
 #[test]
@@ -199,9 +153,9 @@ fn a_cancelled_call_kills_the_whole_group() {
     let path = dir.write("c.yaml", &catalog(&SLEEPER.replace("1s", "10m")));
     let mut server = Server::initialized(&path, &[]);
     server.send(&json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "t", "arguments": {}}}));
-    wait_for_file(&dir.path("group.pid"));
+    read_pid(&dir.path("group.pid"));
     server.notify("notifications/cancelled", json!({"requestId": 7, "reason": "test"}));
-    assert_group_gone(&dir.path("group.pid"));
+    assert_group_gone(read_pid(&dir.path("group.pid")));
     // The server goes on serving.
     let result = server.result("tools/list", json!({}));
     assert_eq!(result["tools"][0]["name"], "t");
@@ -214,7 +168,7 @@ fn a_program_that_exits_leaves_nothing_running() {
     let run = "      command: { argv: [sh, -c, \"echo $$ > group.pid; sleep 600 > /dev/null 2>&1 & echo done\"] }\n      \
                text: \"{{ stdout }}\"\n";
     assert_eq!(call(&dir, run, &[]), (false, "done\n".to_owned()));
-    assert_group_gone(&dir.path("group.pid"));
+    assert_group_gone(read_pid(&dir.path("group.pid")));
 }
 
 #[test]

@@ -8,11 +8,10 @@
 mod common;
 
 use std::net::SocketAddr;
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::http::{HttpServer, send};
-use common::{Server, TIMEOUT, TempDir};
+use common::{Server, TIMEOUT, TempDir, assert_group_gone, group_members, read_pid};
 use serde_json::{Value, json};
 
 const TASKS: &str = "io.modelcontextprotocol/tasks";
@@ -168,36 +167,6 @@ fn a_tool_error_completes_and_a_run_past_its_ttl_fails() {
     assert!(done.get("result").is_none());
 }
 
-/// The processes of group `pgid` still alive (zombies of it left out but its reaped leader's).
-fn group_members(pgid: u32) -> Vec<u32> {
-    let mut members = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
-        let Some(after) = stat.rfind(')').map(|idx| &stat[idx + 1..]) else { continue };
-        let fields: Vec<&str> = after.split_whitespace().collect();
-        let (Some(state), Some(pgrp)) = (fields.first(), fields.get(2)) else { continue };
-        if pgrp.parse::<u32>() == Ok(pgid) && (!state.starts_with('Z') || pid == pgid) {
-            members.push(pid);
-        }
-    }
-    members
-}
-
-/// Waits (bounded) for `path` to hold a line; the number on it.
-fn read_pid(path: &Path) -> u32 {
-    let deadline = Instant::now() + TIMEOUT;
-    loop {
-        if let Ok(text) = std::fs::read_to_string(path)
-            && text.ends_with('\n')
-        {
-            return text.trim().parse().unwrap();
-        }
-        assert!(Instant::now() < deadline, "{} was not written", path.display());
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 #[test]
 fn cancelling_a_task_kills_its_program() {
     let dir = TempDir::new("tasks-cancel");
@@ -208,11 +177,7 @@ fn cancelling_a_task_kills_its_program() {
     let ack = result(server.addr, "tasks/cancel", json!({ "taskId": id }));
     assert_eq!(ack, json!({ "resultType": "complete" }));
     assert_eq!(result(server.addr, "tasks/get", json!({ "taskId": id }))["status"], "cancelled");
-    let deadline = Instant::now() + TIMEOUT;
-    while !group_members(pgid).is_empty() {
-        assert!(Instant::now() < deadline, "the program of a cancelled task still runs: {:?}", group_members(pgid));
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    assert_group_gone(pgid);
     // Cancelling a settled task again is the same acknowledgement.
     assert_eq!(result(server.addr, "tasks/cancel", json!({ "taskId": id })), json!({ "resultType": "complete" }));
     assert_eq!(result(server.addr, "tasks/get", json!({ "taskId": id }))["status"], "cancelled");

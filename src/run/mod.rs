@@ -77,18 +77,35 @@ pub async fn call(
         Ok(started) => started,
         Err(message) => return Ok(ToolOutcome::error(message)),
     };
-    let what = format!("tool `{}`", tool.name);
-    let owner = steps::Owner { catalog, what: &what };
-    match steps::run(owner, &tool.steps, &mut context, client, resume, None).await {
-        Err(steps::Stopped::Cancelled) => Err(Halted::Cancelled),
-        Err(steps::Stopped::Failed(message)) => Ok(ToolOutcome::error(message)),
-        Err(steps::Stopped::InputRequired { questions, resume }) => Err(Halted::InputRequired { questions, resume }),
+    match run_steps(catalog, tool, &mut context, client, resume, None).await? {
+        Err(outcome) => Ok(outcome),
         // A cancelled call drops its effect, which stops its work (an SQL
         // statement) and rolls back a write whose result was rendering.
         Ok(_) => tokio::select! {
             outcome = finish(catalog, tool, arguments, context, client) => Ok(redact_error(outcome)),
             () = client.until_cancelled() => Err(Halted::Cancelled),
         },
+    }
+}
+
+/// Runs the steps of `tool` from `resume` up to `stop_before` (see
+/// [`steps::run`]): where the rest resumes, the error result a failed step
+/// ends the call with, or why the call halted.
+async fn run_steps(
+    catalog: &Arc<Catalog>,
+    tool: &Tool,
+    context: &mut Context,
+    client: &dyn steps::Client,
+    resume: steps::Resume,
+    stop_before: Option<usize>,
+) -> Result<Result<steps::Resume, ToolOutcome>, Halted> {
+    let what = format!("tool `{}`", tool.name);
+    let owner = steps::Owner { catalog, what: &what };
+    match steps::run(owner, &tool.steps, context, client, resume, stop_before).await {
+        Ok(resume) => Ok(Ok(resume)),
+        Err(steps::Stopped::Cancelled) => Err(Halted::Cancelled),
+        Err(steps::Stopped::Failed(message)) => Ok(Err(ToolOutcome::error(message))),
+        Err(steps::Stopped::InputRequired { questions, resume }) => Err(Halted::InputRequired { questions, resume }),
     }
 }
 
@@ -124,14 +141,7 @@ pub async fn ask_first(
         Ok(started) => started,
         Err(message) => return Ok(Err(ToolOutcome::error(message))),
     };
-    let what = format!("tool `{}`", tool.name);
-    let owner = steps::Owner { catalog, what: &what };
-    match steps::run(owner, &tool.steps, &mut context, client, resume, Some(count)).await {
-        Ok(resume) => Ok(Ok(resume)),
-        Err(steps::Stopped::Cancelled) => Err(Halted::Cancelled),
-        Err(steps::Stopped::Failed(message)) => Ok(Err(ToolOutcome::error(message))),
-        Err(steps::Stopped::InputRequired { questions, resume }) => Err(Halted::InputRequired { questions, resume }),
-    }
+    run_steps(catalog, tool, &mut context, client, resume, Some(count)).await
 }
 
 /// An error result with secrets from `${VAR}` hidden: an effect's error

@@ -415,3 +415,52 @@ pub fn postgres_run(url: &str, sql: &str) -> Vec<Vec<Option<String>>> {
         .expect("PostgreSQL answered within the test's bound")
     })
 }
+
+/// The processes still in process group `pgid` (read from `/proc`), each
+/// with its state, but zombies that are not the group's leader (reaped by
+/// init, not by carte).
+pub fn group_members(pgid: u32) -> Vec<(u32, char)> {
+    let mut members = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
+        // `pid (comm) state ppid pgrp …`; comm may hold spaces and parentheses.
+        let Some(after) = stat.rfind(')').map(|idx| &stat[idx + 1..]) else { continue };
+        let fields: Vec<&str> = after.split_whitespace().collect();
+        let (Some(state), Some(pgrp)) = (fields.first(), fields.get(2)) else { continue };
+        let state = state.chars().next().unwrap_or('?');
+        if pgrp.parse::<u32>() == Ok(pgid) && (state != 'Z' || pid == pgid) {
+            members.push((pid, state));
+        }
+    }
+    members
+}
+
+/// Waits (bounded) for `path` to hold a line; the number on it (the pid a
+/// test's program wrote, e.g. `echo $$ > group.pid`).
+pub fn read_pid(path: &Path) -> u32 {
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        if let Ok(text) = std::fs::read_to_string(path)
+            && text.ends_with('\n')
+        {
+            return text.trim().parse().unwrap();
+        }
+        assert!(Instant::now() < deadline, "{} was not written", path.display());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits (bounded) for every process of group `pgid` to be gone, its leader
+/// reaped: fails the test if any is left.
+pub fn assert_group_gone(pgid: u32) {
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        let left = group_members(pgid);
+        if left.is_empty() {
+            return;
+        }
+        assert!(Instant::now() < deadline, "processes of group {pgid} left: {left:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
