@@ -166,7 +166,7 @@ mod tests {
             )
         };
         let old = snapshot(&dir, &catalog("{ only_a: [a], only_b: [b], gone: [a] }", "A.", "B."));
-        let new = snapshot(&dir, &catalog("{ only_a: [a], only_b: [b], came: [b] }", "A.", "B, changed."));
+        let new = snapshot(&dir, &catalog("{ only_a: [a], only_b: [b], came: [b] }", "A.", "B changed."));
         let diff = compare(&old, &new, &BTreeSet::new());
         let names: Vec<&str> = diff.changes.toolsets.iter().map(String::as_str).collect();
         assert_eq!(names, ["came", "gone", "only_b"]);

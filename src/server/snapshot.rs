@@ -154,6 +154,9 @@ struct Toolset {
     tools: Vec<Tool>,
     /// Their names.
     names: std::collections::HashSet<String>,
+    /// `_meta` of its clients' list results: the generation, and the
+    /// fingerprint of the lists they see.
+    meta: rmcp::model::MetaObject,
 }
 
 /// The error of a request for a toolset the catalog does not have (any
@@ -239,7 +242,8 @@ impl View {
     /// `resources/templates/list`: which one, the result type says).
     pub(in crate::server) fn list<L: Listing>(&self, cursor: Option<&str>) -> Result<L, ErrorData> {
         let (page, next) = paginate(L::items(self), cursor)?;
-        Ok(L::page(page.to_vec(), next, self.snapshot.meta.clone()))
+        let meta = self.restriction().map_or(&self.snapshot.meta, |toolset| &toolset.meta);
+        Ok(L::page(page.to_vec(), next, meta.clone()))
     }
 
     /// One page of a list as JSON, as a client receives it.
@@ -372,7 +376,7 @@ impl Snapshot {
             .map(|(name, members)| {
                 let names: std::collections::HashSet<String> = members.iter().cloned().collect();
                 let tools = tools.iter().filter(|tool| names.contains(&*tool.name)).cloned().collect();
-                (name.clone(), Toolset { tools, names })
+                (name.clone(), Toolset { tools, names, meta: rmcp::model::MetaObject::default() })
             })
             .collect();
         let resource_steps = catalog.resources.iter().any(|r| !r.steps.is_empty())
@@ -395,14 +399,31 @@ impl Snapshot {
         let mut meta = Map::new();
         meta.insert("carte/generation".to_owned(), json!(generation));
         meta.insert("carte/fingerprint".to_owned(), json!(snapshot.fingerprint));
-        snapshot.meta = rmcp::model::MetaObject(meta);
+        snapshot.meta = rmcp::model::MetaObject(meta.clone());
+        // A toolset's clients get the fingerprint of the lists they see.
+        let fingerprints: Vec<(String, String)> = snapshot
+            .toolsets
+            .iter()
+            .map(|(name, toolset)| (name.clone(), snapshot.fingerprint_with(&toolset.tools)))
+            .collect();
+        for (name, fingerprint) in fingerprints {
+            if let Some(toolset) = snapshot.toolsets.get_mut(&name) {
+                meta.insert("carte/fingerprint".to_owned(), json!(fingerprint));
+                toolset.meta = rmcp::model::MetaObject(meta.clone());
+            }
+        }
         snapshot
     }
 
     /// FNV-1a over the JSON of every list: stable across runs and machines.
     fn compute_fingerprint(&self) -> String {
+        self.fingerprint_with(&self.tools)
+    }
+
+    /// [`Snapshot::compute_fingerprint`] with `tools` as the tools' list.
+    fn fingerprint_with(&self, tools: &[Tool]) -> String {
         let mut hasher = Fnv(0xcbf2_9ce4_8422_2325);
-        let _ = serde_json::to_writer(&mut hasher, &self.tools);
+        let _ = serde_json::to_writer(&mut hasher, tools);
         let _ = serde_json::to_writer(&mut hasher, &self.prompts);
         let _ = serde_json::to_writer(&mut hasher, &self.resources);
         let _ = serde_json::to_writer(&mut hasher, &self.resource_templates);
@@ -748,6 +769,48 @@ fn marks_header(schema: &Map<String, Value>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_toolset_view_has_only_its_tools_everywhere() {
+        let dir = std::env::temp_dir().join(format!("carte-view-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("catalog.yaml");
+        let yaml = r#"
+toolsets: { readonly: [find] }
+tools:
+  - name: find
+    description: Finds.
+    inputSchema: { type: object, properties: { region: { type: string, x-mcp-header: Region } } }
+    run: { text: found }
+  - name: book
+    description: Books.
+    inputSchema: { type: object, properties: { region: { type: string, x-mcp-header: Region } } }
+    run: { text: booked }
+"#;
+        std::fs::write(&path, yaml).unwrap();
+        let loaded = crate::catalog::load(&path);
+        let snapshot = Arc::new(Snapshot::new(loaded.catalog.unwrap_or_else(|| panic!("{:?}", loaded.diagnostics))));
+        let _ = std::fs::remove_dir_all(&dir);
+        let all = View::all(snapshot.clone());
+        let readonly = View::of(snapshot.clone(), Some(&Arc::from("readonly"))).unwrap();
+        let names = |view: &View| {
+            let listed = view.list::<ListToolsResult>(None).unwrap();
+            listed.tools.iter().map(|t| t.name.to_string()).collect::<Vec<_>>()
+        };
+        assert_eq!(names(&all), ["find", "book"]);
+        assert_eq!(names(&readonly), ["find"]);
+        assert!(readonly.tool("book").is_none() && readonly.tool("find").is_some());
+        // The SEP-2243 header check sees only the toolset's tools too.
+        assert!(all.header_tool("book").is_some());
+        assert!(readonly.header_tool("book").is_none() && readonly.header_tool("find").is_some());
+        // Its clients' fingerprint is that of what they see.
+        let fingerprint =
+            |view: &View| view.list::<ListToolsResult>(None).unwrap().meta.unwrap().0["carte/fingerprint"].clone();
+        assert_ne!(fingerprint(&all), fingerprint(&readonly));
+        let missing = View::of(snapshot, Some(&Arc::from("nope"))).err().unwrap();
+        assert_eq!(missing.code, ErrorCode::INVALID_REQUEST.0);
+        assert_eq!(missing.message, "toolset `nope` is not in the catalog; its toolsets are: readonly");
+    }
 
     #[test]
     fn cursors_round_trip_and_reject_garbage() {
