@@ -16,6 +16,8 @@
 //! get sessions (`Mcp-Session-Id`, the GET SSE stream, DELETE); 2026-07-28
 //! clients are served statelessly and listen on `subscriptions/listen`
 //! streams. Sessions and listen streams join the hub like a stdio client does.
+//! `/mcp/{toolset}` is the same endpoint for the clients of one toolset of
+//! the catalog (404 for a name the current catalog has no toolset for).
 //!
 //! Shutdown: stop accepting connections, let tool calls in flight finish
 //! (bounded), then close every session and stream.
