@@ -220,3 +220,30 @@ fn a_toolsets_clients_hear_of_tools_only_when_its_tools_changed() {
     let listed = request(&server, "/mcp", &readonly, "tools/list", json!({}));
     assert_eq!(listed["error"]["code"], -32600, "{listed}");
 }
+
+/// A 2026-07-28 listen stream at `path` for tool and prompt list changes,
+/// once acknowledged.
+fn listen(server: &HttpServer, path: &str) -> Receiver<Value> {
+    let body = json!({"jsonrpc": "2.0", "id": 5, "method": "subscriptions/listen", "params": {
+        "_meta": meta_2026(json!({})), "notifications": {"toolsListChanged": true, "promptsListChanged": true}}});
+    let headers = [("MCP-Protocol-Version", "2026-07-28"), ("Mcp-Method", "subscriptions/listen")];
+    let response = send(server.addr, "POST", path, &headers, Some(&body));
+    assert_eq!(response.status, 200, "listen at {path}");
+    let events = response.events();
+    assert_eq!(next_method(&events), "notifications/subscriptions/acknowledged");
+    events
+}
+
+#[test]
+fn a_toolsets_listen_streams_hear_of_tools_only_when_its_tools_changed() {
+    let dir = TempDir::new("toolsets-listen");
+    let path = dir.write("catalog.yaml", &first_catalog());
+    let server = HttpServer::start(&path, &["--debounce", "20"], &[]);
+    let all_events = listen(&server, "/mcp");
+    let readonly_events = listen(&server, "/mcp/readonly");
+    dir.write("catalog.yaml", &catalog("Quotes a room.", "Books a room, changed.", "Plans a stay, changed."));
+    assert_eq!(next_method(&all_events), "notifications/tools/list_changed");
+    assert_eq!(next_method(&readonly_events), "notifications/prompts/list_changed");
+    dir.write("catalog.yaml", &catalog("Quotes a room, changed.", "Books a room, changed.", "Plans a stay, changed."));
+    assert_eq!(next_method(&readonly_events), "notifications/tools/list_changed");
+}
