@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use carte::server::{ListKind, Snapshot};
+use carte::server::{ListKind, Snapshot, View};
 use serde_json::{Map, Value, json};
 
 const TOOLS: usize = 10_000;
@@ -87,7 +87,9 @@ fn main() {
     // SAFETY: single-threaded at this point; the variable is read by the catalog loader below.
     unsafe { std::env::set_var("RESERVO_DATABASE_URL", "sqlite::memory:") };
     let started = Instant::now();
-    let snapshot = Snapshot::new(carte::catalog::load(&reservo).catalog.expect("reservo.yaml is valid"));
+    let snapshot = View::all(std::sync::Arc::new(Snapshot::new(
+        carte::catalog::load(&reservo).catalog.expect("reservo.yaml is valid"),
+    )));
     let first_load = started.elapsed();
     let again = time_per_iteration(50, || {
         std::hint::black_box(carte::catalog::load(&reservo).catalog.expect("reservo.yaml is valid"));

@@ -11,7 +11,7 @@ use carte::diag::{self, Diagnostic};
 use carte::reload;
 use carte::server::http::HttpOptions;
 use carte::server::request_state::StateKeys;
-use carte::server::{Answer, ListKind, Shared, Snapshot};
+use carte::server::{Answer, ListKind, Shared, Snapshot, View};
 use clap::{Parser, Subcommand, ValueEnum};
 use serde_json::{Map, Value};
 
@@ -99,6 +99,10 @@ enum Command {
         /// or on another replica, is refused.
         #[arg(long, value_name = "NAME")]
         state_key_env: Option<String>,
+        /// stdio: serve only the tools of this toolset (the catalog's
+        /// `toolsets:`); over HTTP each toolset is at /mcp/NAME.
+        #[arg(long, value_name = "NAME", conflicts_with = "http")]
+        toolset: Option<String>,
     },
     /// Validate catalogs and print every problem found (exit 0 valid, 1 invalid, 2 unreadable).
     Check {
@@ -119,6 +123,9 @@ enum Command {
         /// Which list (all four if omitted).
         #[arg(value_enum)]
         kind: Option<Kind>,
+        /// List the tools of this toolset only, as its clients see them.
+        #[arg(long, value_name = "NAME")]
+        toolset: Option<String>,
     },
     /// Call a tool as a client would and print the result.
     ///
@@ -251,6 +258,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             header_timeout,
             max_body_bytes,
             state_key_env,
+            toolset,
         } => {
             let state_keys = match state_key_env {
                 None => None,
@@ -299,12 +307,13 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     })
                 }
             };
-            serve(&catalog, reloading, http, state_keys)
+            serve(&catalog, reloading, (http, toolset), state_keys)
         }
         Command::Check { catalogs, format, watch: true } => check_watch(&catalogs, format),
         Command::Check { catalogs, format, watch: false } => Ok(check(&catalogs, format).0),
-        Command::List { catalog, kind } => {
+        Command::List { catalog, kind, toolset } => {
             let Some(snapshot) = load_or_report(&catalog) else { return Ok(ExitCode::from(1)) };
+            let snapshot = toolset_view(snapshot, toolset)?;
             let value = match kind {
                 Some(kind) => snapshot.list_json(list_kind(kind)),
                 None => {
@@ -348,7 +357,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 arguments.insert(key.to_owned(), typed_argument(schema.as_ref(), key, value));
             }
             let client = carte::run::steps::NoClient;
-            let result = runtime()?.block_on(snapshot.call_tool_json(&tool, Some(arguments), &client));
+            let view = View::all(std::sync::Arc::new(snapshot));
+            let result = runtime()?.block_on(view.call_tool_json(&tool, Some(arguments), &client));
             let failed = matches!(&result, Ok(result) if result.get("isError") == Some(&Value::Bool(true)));
             let code = print_answer(result);
             Ok(if failed { ExitCode::from(1) } else { code })
@@ -416,13 +426,29 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
+/// `snapshot` as the clients of `toolset` see it (`None`: every tool); an
+/// error naming the catalog's toolsets if it has no such one.
+fn toolset_view(snapshot: Snapshot, toolset: Option<String>) -> anyhow::Result<View> {
+    let toolset: Option<std::sync::Arc<str>> = toolset.map(Into::into);
+    View::of(std::sync::Arc::new(snapshot), toolset.as_ref())
+        .map_err(|err| anyhow::anyhow!("--toolset {}: {}", toolset.as_deref().unwrap_or_default(), err.message))
+}
+
 fn serve(
     path: &Path,
     options: reload::Options,
-    http: Option<HttpOptions>,
+    (http, toolset): (Option<HttpOptions>, Option<String>),
     state_keys: Option<StateKeys>,
 ) -> anyhow::Result<ExitCode> {
     let Some(snapshot) = load_or_report(path) else { return Ok(ExitCode::from(1)) };
+    if let Some(name) = &toolset
+        && !snapshot.catalog.toolsets.contains_key(name)
+    {
+        anyhow::bail!(
+            "--toolset {name}: {}",
+            carte::server::snapshot::unknown_toolset(&snapshot.catalog, name).message
+        );
+    }
     let catalog = &snapshot.catalog;
     tracing::info!(
         "serving {} ({} tools, {} prompts, {} resources, {} resource templates) on {}",
@@ -449,7 +475,7 @@ fn serve(
         tokio::spawn(reload::run(path.to_path_buf(), shared.clone(), inputs, options, std::future::pending()));
         match http {
             Some(http) => carte::server::http::serve_http(shared, http, shutdown_signal()).await,
-            None => carte::server::serve_stdio(shared, shutdown_signal()).await,
+            None => carte::server::serve_stdio(shared, toolset.map(Into::into), shutdown_signal()).await,
         }
     });
     // A reload still loading on the blocking pool is abandoned.

@@ -252,6 +252,11 @@ fn fixtures_cover_every_diagnostic_code() {
         "unquoted-template",
         "yaml-indent",
         "yaml-tag",
+        "duplicate-toolset",
+        "toolset-name",
+        "toolset-tool",
+        "toolset-empty",
+        "toolset-duplicate",
     ];
     let mut seen = BTreeSet::new();
     for fixture in fixtures() {

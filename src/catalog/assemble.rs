@@ -52,6 +52,8 @@ pub struct Assembled {
     pub databases: IndexMap<String, Declared<DatabaseSpec>>,
     /// APIs by name.
     pub apis: IndexMap<String, Declared<ApiSpec>>,
+    /// Toolsets by name: the tool names each lists.
+    pub toolsets: IndexMap<String, Declared<Vec<String>>>,
     /// Tools in order (root first, then includes in glob order).
     pub tools: Vec<Declared<ToolSpec>>,
     /// Prompts in order.
@@ -311,6 +313,22 @@ fn merge(
             continue;
         }
         assembled.apis.insert(name, Declared { origin, spec });
+    }
+    for (name, tools) in file.toolsets {
+        let origin = Origin::new(file_idx, format!("/toolsets/{}", escape_pointer(&name)));
+        if let Some(previous) = assembled.toolsets.get(&name) {
+            diagnostics.push(
+                Diagnostic::error(
+                    "duplicate-toolset",
+                    assembled.locate_key(&origin, ""),
+                    format!("toolset `{name}` is defined twice"),
+                )
+                .with_note("first defined here", assembled.locate_key(&previous.origin, ""))
+                .with_hint("list all of its tools in one place, or give one of them another name"),
+            );
+            continue;
+        }
+        assembled.toolsets.insert(name, Declared { origin, spec: tools });
     }
     assembled.tools.reserve(file.tools.len());
     for (idx, spec) in file.tools {

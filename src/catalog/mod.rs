@@ -24,6 +24,8 @@ pub mod structure;
 
 mod assemble;
 mod build;
+
+pub use build::valid_toolset_name;
 mod lint;
 
 use std::collections::HashMap;
@@ -52,6 +54,8 @@ pub struct Catalog {
     pub resources: Vec<Resource>,
     /// Resource templates in declaration order.
     pub resource_templates: Vec<ResourceTemplate>,
+    /// Toolsets by name: the names of their tools, in declaration order.
+    pub toolsets: IndexMap<String, Vec<String>>,
     /// Every template of this catalog, compiled.
     pub env: minijinja::Environment<'static>,
     /// The merged `data:` blocks, as templates see them.

@@ -36,6 +36,11 @@ pub struct CatalogFile {
     /// Named HTTP APIs for `http` tools.
     #[serde(default)]
     pub apis: Option<IndexMap<String, ApiSpec>>,
+    /// Named subsets of the tools: each name (`A-Z a-z 0-9 _ -`) lists tool
+    /// names; its clients see and call only those, at `/mcp/{name}` over HTTP
+    /// and with `carte serve --toolset NAME` on stdio.
+    #[serde(default)]
+    pub toolsets: Option<IndexMap<String, Vec<String>>>,
     /// The tools, in the order `tools/list` returns them.
     #[serde(default)]
     pub tools: Option<Vec<ToolSpec>>,

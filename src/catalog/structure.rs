@@ -66,8 +66,18 @@ fn unavailable_effect(key: &str, allowed: &[String]) -> Option<String> {
 }
 
 /// The keys a catalog file may have at the top.
-const TOP_LEVEL: &[&str] =
-    &["server", "include", "data", "databases", "apis", "tools", "prompts", "resources", "resourceTemplates"];
+const TOP_LEVEL: &[&str] = &[
+    "server",
+    "include",
+    "data",
+    "databases",
+    "apis",
+    "toolsets",
+    "tools",
+    "prompts",
+    "resources",
+    "resourceTemplates",
+];
 
 /// The lists whose entries are checked one by one (a mistake leaves out the entry).
 const LISTS: &[&str] = &["tools", "prompts", "resources", "resourceTemplates"];
@@ -97,6 +107,8 @@ pub struct Entries {
     pub databases: IndexMap<String, DatabaseSpec>,
     /// `apis:`.
     pub apis: IndexMap<String, ApiSpec>,
+    /// `toolsets:`.
+    pub toolsets: IndexMap<String, Vec<String>>,
     /// `tools:`, with their indexes.
     pub tools: Vec<(usize, ToolSpec)>,
     /// `prompts:`, with their indexes.
@@ -123,6 +135,8 @@ pub struct Dropped {
     pub apis: HashSet<String>,
     /// Whether the whole `apis:` block was unreadable.
     pub all_apis: bool,
+    /// Whether any tool, or a toolset, was left out.
+    pub tools: bool,
 }
 
 impl Dropped {
@@ -133,6 +147,7 @@ impl Dropped {
         self.resources |= other.resources;
         self.apis.extend(other.apis);
         self.all_apis |= other.all_apis;
+        self.tools |= other.tools;
     }
 
     /// Whether the database `name` may have been declared but left out.
@@ -154,6 +169,7 @@ impl Entries {
             data: file.data.unwrap_or_default(),
             databases: file.databases.unwrap_or_default(),
             apis: file.apis.unwrap_or_default(),
+            toolsets: file.toolsets.unwrap_or_default(),
             tools: file.tools.unwrap_or_default().into_iter().enumerate().collect(),
             prompts: file.prompts.unwrap_or_default().into_iter().enumerate().collect(),
             resources: file.resources.unwrap_or_default().into_iter().enumerate().collect(),
@@ -247,7 +263,8 @@ fn entry_of(pointer: &str) -> Option<(String, String)> {
     let mut segments = pointer.split('/').skip(1).map(|s| s.replace("~1", "/").replace("~0", "~"));
     let section = segments.next()?;
     let item = segments.next()?;
-    (LISTS.contains(&section.as_str()) || section == "databases" || section == "apis").then_some((section, item))
+    (LISTS.contains(&section.as_str()) || ["databases", "apis", "toolsets"].contains(&section.as_str()))
+        .then_some((section, item))
 }
 
 /// Reads what `findings` leave of a file: unknown keys read as the key their
@@ -342,12 +359,28 @@ fn salvage(value: &Value, findings: &Findings) -> (Entries, bool) {
             _ => Vec::new(),
         }
     };
+    match value.get("toolsets") {
+        Some(Value::Object(map)) if readable("toolsets") => {
+            for (name, tools) in map {
+                let tools = (!broken_entries.contains(&("toolsets".to_owned(), name.clone()))).then(|| read(tools));
+                match tools.flatten() {
+                    Some(tools) => {
+                        entries.toolsets.insert(name.clone(), tools);
+                    }
+                    None => entries.dropped.tools = true,
+                }
+            }
+        }
+        None | Some(Value::Null) => {}
+        Some(_) => entries.dropped.tools = true,
+    }
     entries.tools = list("tools").into_iter().filter_map(|(idx, item)| Some((idx, read(item)?))).collect();
     entries.prompts = list("prompts").into_iter().filter_map(|(idx, item)| Some((idx, read(item)?))).collect();
     entries.resources = list("resources").into_iter().filter_map(|(idx, item)| Some((idx, read(item)?))).collect();
     entries.resource_templates =
         list("resourceTemplates").into_iter().filter_map(|(idx, item)| Some((idx, read(item)?))).collect();
     let declared = |key: &str| value.get(key).and_then(Value::as_array).map_or(0, Vec::len);
+    entries.dropped.tools |= entries.tools.len() < declared("tools") || broken_sections.contains("tools");
     entries.dropped.resources = entries.resources.len() < declared("resources")
         || entries.resource_templates.len() < declared("resourceTemplates")
         || broken_sections.contains("resources")

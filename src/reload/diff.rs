@@ -45,12 +45,31 @@ pub fn compare(old: &Snapshot, new: &Snapshot, subscribed: &BTreeSet<String>) ->
     let (before, after) = (lists(old_catalog), lists(new_catalog));
     let [tools, prompts, resources, templates] =
         std::array::from_fn(|i| section(before[i].0, &before[i].1, &after[i].1, &mut parts));
+    let toolsets = changed_toolsets(old_catalog, new_catalog);
+    if !toolsets.is_empty() {
+        parts.push(format!("toolsets ~{}", toolsets.iter().map(String::as_str).collect::<Vec<_>>().join(" ~")));
+    }
     let updated: BTreeSet<String> = subscribed.iter().filter(|uri| read(old, uri) != read(new, uri)).cloned().collect();
     if old_catalog.server != new_catalog.server {
         parts.push("server info (clients see it when they next connect)".to_owned());
     }
     let summary = if parts.is_empty() { NO_CHANGE.to_owned() } else { parts.join("; ") };
-    Diff { changes: Changes { tools, prompts, resources: resources || templates, updated }, summary }
+    Diff { changes: Changes { tools, prompts, resources: resources || templates, updated, toolsets }, summary }
+}
+
+/// The toolsets whose `tools/list` differs between `old` and `new` (order
+/// included), and those only one of them has: what their clients are told.
+fn changed_toolsets(old: &Catalog, new: &Catalog) -> BTreeSet<String> {
+    fn tools<'a>(catalog: &'a Catalog, name: &str) -> Option<Entries<'a>> {
+        let members = catalog.toolsets.get(name)?;
+        Some(members.iter().filter_map(|tool| Some((tool.as_str(), &catalog.tool(tool)?.wire))).collect())
+    }
+    old.toolsets
+        .keys()
+        .chain(new.toolsets.keys())
+        .filter(|name| tools(old, name) != tools(new, name))
+        .cloned()
+        .collect()
 }
 
 /// A list's entries, keyed by name or URI, with their wire forms.
@@ -134,6 +153,25 @@ mod tests {
         let diff = compare(&new, &same, &BTreeSet::new());
         assert_eq!(diff.summary, "no visible change");
         assert_eq!(diff.changes, Changes::default());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn names_the_toolsets_whose_tools_changed() {
+        let dir = std::env::temp_dir().join(format!("carte-diff-toolsets-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let catalog = |toolsets: &str, a: &str, b: &str| {
+            format!(
+                "server: {{ name: d, version: 1.0.0 }}\ntoolsets: {toolsets}\ntools:\n  - {{ name: a, description: {a}, run: {{ text: a }} }}\n  - {{ name: b, description: {b}, run: {{ text: b }} }}\n"
+            )
+        };
+        let old = snapshot(&dir, &catalog("{ only_a: [a], only_b: [b], gone: [a] }", "A.", "B."));
+        let new = snapshot(&dir, &catalog("{ only_a: [a], only_b: [b], came: [b] }", "A.", "B changed."));
+        let diff = compare(&old, &new, &BTreeSet::new());
+        let names: Vec<&str> = diff.changes.toolsets.iter().map(String::as_str).collect();
+        assert_eq!(names, ["came", "gone", "only_b"]);
+        assert!(diff.changes.tools);
+        assert_eq!(diff.summary, "tools ~b; toolsets ~came ~gone ~only_b");
         let _ = std::fs::remove_dir_all(&dir);
     }
 

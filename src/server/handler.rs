@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::hub::{MAX_SUBSCRIPTIONS, Session, SubscribeError, severity, wire_level};
 use super::request_state::Binding;
-use super::snapshot::Asked;
+use super::snapshot::{Asked, View};
 use super::{Shared, tasks};
 use crate::catalog::Step;
 use crate::catalog::model::{LogLevel, TaskMode};
@@ -78,8 +78,22 @@ impl Handler {
     /// A handler for a new session whose listen streams also end when
     /// `input_closed` is cancelled.
     pub fn until_closed(shared: Arc<Shared>, input_closed: CancellationToken) -> Handler {
-        let session = shared.hub.new_session();
+        Handler::of_toolset(shared, None, input_closed)
+    }
+
+    /// A handler for a new session of `toolset`'s clients (`None`: every
+    /// tool) whose listen streams also end when `input_closed` is cancelled.
+    pub fn of_toolset(shared: Arc<Shared>, toolset: Option<Arc<str>>, input_closed: CancellationToken) -> Handler {
+        let session = shared.hub.new_session_in(toolset);
         Handler { shared, session, input_closed }
+    }
+
+    /// The current snapshot as this session sees it: the one place every
+    /// request gets its tools from, restricted to the session's toolset.
+    /// A toolset the catalog no longer has is -32600, naming those it has.
+    fn view(&self) -> Result<View, ErrorData> {
+        View::of(self.shared.snapshot(), self.session.toolset.as_ref())
+            .map_err(|err| ErrorData::new(rmcp::model::ErrorCode(err.code), err.message, err.data))
     }
 
     /// Sends a log message about this request, before its response, if the
@@ -231,7 +245,7 @@ impl ServerHandler for Handler {
     /// 400 and -32020 when they differ). `None` for every other tool: there
     /// is nothing to check.
     fn get_tool(&self, name: &str) -> Option<rmcp::model::Tool> {
-        self.shared.snapshot().header_tool(name).cloned()
+        self.view().ok()?.header_tool(name).cloned()
     }
 
     async fn initialize(
@@ -252,7 +266,7 @@ impl ServerHandler for Handler {
         request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        self.shared.snapshot().list(cursor(request).as_deref())
+        self.view()?.list(cursor(request).as_deref())
     }
 
     async fn call_tool(
@@ -261,15 +275,15 @@ impl ServerHandler for Handler {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let _in_flight = self.shared.calls.start();
-        let snapshot = self.shared.snapshot();
+        let snapshot = self.view()?;
         let started = Instant::now();
         let binding = Binding { method: "tools/call", name: &request.name, arguments: request.arguments.as_ref() };
-        let steps = snapshot.catalog.tool(&request.name).map(|tool| tool.steps.as_slice()).unwrap_or_default();
+        let steps = snapshot.tool(&request.name).map(|tool| tool.steps.as_slice()).unwrap_or_default();
         let (resume, answers) =
             self.prepare(&context, &binding, request.request_state.as_deref(), request.input_responses.clone(), steps)?;
         let client = RequestClient { handler: self, context: &context, answers };
         // A tool with `task:`: a task for a client that declared the extension.
-        if let Some(tool) = snapshot.catalog.tool(&request.name)
+        if let Some(tool) = snapshot.tool(&request.name)
             && let Some(task) = tool.task
         {
             let capabilities = context.client_capabilities().unwrap_or_default();
@@ -352,7 +366,7 @@ impl ServerHandler for Handler {
         request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
-        self.shared.snapshot().list(cursor(request).as_deref())
+        self.view()?.list(cursor(request).as_deref())
     }
 
     async fn get_prompt(
@@ -360,7 +374,7 @@ impl ServerHandler for Handler {
         request: GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        let snapshot = self.shared.snapshot();
+        let snapshot = self.view()?;
         let binding = Binding { method: "prompts/get", name: &request.name, arguments: request.arguments.as_ref() };
         let steps = snapshot.catalog.prompt(&request.name).map(|prompt| prompt.steps.as_slice()).unwrap_or_default();
         let (resume, answers) =
@@ -377,7 +391,7 @@ impl ServerHandler for Handler {
         request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        self.shared.snapshot().list(cursor(request).as_deref())
+        self.view()?.list(cursor(request).as_deref())
     }
 
     async fn list_resource_templates(
@@ -385,7 +399,7 @@ impl ServerHandler for Handler {
         request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        self.shared.snapshot().list(cursor(request).as_deref())
+        self.view()?.list(cursor(request).as_deref())
     }
 
     async fn read_resource(
@@ -393,7 +407,7 @@ impl ServerHandler for Handler {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        let snapshot = self.shared.snapshot();
+        let snapshot = self.view()?;
         let binding = Binding { method: "resources/read", name: &request.uri, arguments: None };
         // Matching a URI is off the runtime thread; only a catalog whose resources ask needs it here.
         let steps = if snapshot.resource_steps && modern(&context) {
@@ -424,7 +438,7 @@ impl ServerHandler for Handler {
         if modern(&context) {
             return Err(removed("resources/subscribe"));
         }
-        known_resource(&self.shared.snapshot(), &request.uri)?;
+        known_resource(&*self.view()?, &request.uri)?;
         self.shared.hub.subscribe(&self.session, &request.uri).map_err(|err| match err {
             SubscribeError::TooMany => {
                 ErrorData::invalid_params(err.to_string(), Some(json!({ "limit": MAX_SUBSCRIPTIONS })))
@@ -453,7 +467,7 @@ impl ServerHandler for Handler {
         request: CompleteRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
-        self.shared.snapshot().complete(&request.r#ref, &request.argument.name, &request.argument.value)
+        self.view()?.complete(&request.r#ref, &request.argument.name, &request.argument.value)
     }
 
     async fn set_level(
@@ -484,10 +498,11 @@ impl ServerHandler for Handler {
     /// A filter naming more than [`MAX_SUBSCRIPTIONS`] resources, or one that
     /// is not a resource of the catalog, is refused with -32602.
     async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
-        check_listen_filter(&self.shared.snapshot(), context.requested())?;
+        check_listen_filter(&*self.view()?, context.requested())?;
         let accepted: std::collections::HashSet<String> =
             context.accepted().resource_subscriptions.iter().flatten().cloned().collect();
-        let _membership = self.shared.hub.listen(context.sink().clone(), accepted.clone());
+        let _membership =
+            self.shared.hub.listen(context.sink().clone(), accepted.clone(), self.session.toolset.clone());
         // What the stream starts from, for the resources it names that read a database.
         let shared = Arc::clone(&self.shared);
         tokio::spawn(async move { super::live::subscribed(&shared, accepted).await });

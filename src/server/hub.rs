@@ -74,6 +74,10 @@ pub struct Changes {
     pub resources: bool,
     /// Resource URIs, among those subscribed to, whose contents changed.
     pub updated: BTreeSet<String>,
+    /// Toolsets whose `tools/list` changed (or that came or went): only
+    /// their clients hear `tools/list_changed` ([`Changes::tools`] is for
+    /// the clients of every tool).
+    pub toolsets: BTreeSet<String>,
 }
 
 /// A log message that follows a reload's notifications to each session whose
@@ -120,6 +124,8 @@ struct State {
 struct Member {
     outbox: mpsc::Sender<Note>,
     kind: Kind,
+    /// The toolset whose tools it sees (`None`: every tool).
+    toolset: Option<Arc<str>>,
     /// The resources it subscribed to (at most [`MAX_SUBSCRIPTIONS`]).
     uris: HashSet<String>,
 }
@@ -138,6 +144,8 @@ enum Kind {
 pub struct Session {
     /// Unique within this process.
     pub id: u64,
+    /// The toolset it sees (`None`: every tool).
+    pub toolset: Option<Arc<str>>,
     level: Mutex<Option<LoggingLevel>>,
 }
 
@@ -216,7 +224,12 @@ impl State {
 impl Hub {
     /// A new session, not yet joined.
     pub fn new_session(&self) -> Arc<Session> {
-        Arc::new(Session { id: self.next_id.fetch_add(1, Ordering::Relaxed), level: Mutex::new(None) })
+        self.new_session_in(None)
+    }
+
+    /// A new session of `toolset`'s clients (`None`: every tool), not yet joined.
+    pub fn new_session_in(&self, toolset: Option<Arc<str>>) -> Arc<Session> {
+        Arc::new(Session { id: self.next_id.fetch_add(1, Ordering::Relaxed), toolset, level: Mutex::new(None) })
     }
 
     /// Adds a legacy `session`, reachable through `peer`, with its delivery task.
@@ -226,13 +239,15 @@ impl Hub {
         tokio::spawn(deliver_to_session(notes, peer));
         let mut state = lock(&self.state);
         let uris = state.members.get(&session.id).map(|m| m.uris.clone()).unwrap_or_default();
-        state.insert(session.id, Member { outbox, kind: Kind::Session(session.clone()), uris });
+        let toolset = session.toolset.clone();
+        state.insert(session.id, Member { outbox, kind: Kind::Session(session.clone()), toolset, uris });
     }
 
     /// Adds a 2026-07-28 listen stream until the returned membership is
     /// dropped. `uris` are the resources it listens to, already validated
-    /// (at most [`MAX_SUBSCRIPTIONS`]; see `Handler::listen`).
-    pub fn listen(&self, sink: SubscriptionSink, uris: HashSet<String>) -> Membership<'_> {
+    /// (at most [`MAX_SUBSCRIPTIONS`]; see `Handler::listen`); `toolset`,
+    /// the one whose tools its client sees (`None`: every tool).
+    pub fn listen(&self, sink: SubscriptionSink, uris: HashSet<String>, toolset: Option<Arc<str>>) -> Membership<'_> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let filter = sink.accepted();
         let kind = Kind::Listen {
@@ -242,7 +257,7 @@ impl Hub {
         };
         let (outbox, notes) = mpsc::channel(QUEUE);
         tokio::spawn(deliver_to_listener(notes, sink));
-        lock(&self.state).insert(id, Member { outbox, kind, uris });
+        lock(&self.state).insert(id, Member { outbox, kind, toolset, uris });
         Membership { hub: self, id }
     }
 
@@ -328,7 +343,11 @@ impl Hub {
                 Kind::Listen { tools, prompts, resources } => (*tools, *prompts, *resources),
             };
             let mut notes = Vec::new();
-            if changes.tools && tools {
+            let tools_changed = match &member.toolset {
+                None => changes.tools,
+                Some(toolset) => changes.toolsets.contains(&**toolset),
+            };
+            if tools_changed && tools {
                 notes.push(Note::ToolsChanged);
             }
             if changes.prompts && prompts {
@@ -447,15 +466,39 @@ mod tests {
 
     /// Adds a session member without a transport; its notes land in the receiver.
     fn joined(hub: &Hub) -> (Arc<Session>, mpsc::Receiver<Note>) {
-        let session = hub.new_session();
+        joined_in(hub, None)
+    }
+
+    /// Like [`joined`], for a client of `toolset`.
+    fn joined_in(hub: &Hub, toolset: Option<&str>) -> (Arc<Session>, mpsc::Receiver<Note>) {
+        let session = hub.new_session_in(toolset.map(Arc::from));
         let (outbox, notes) = mpsc::channel(QUEUE);
-        let member = Member { outbox, kind: Kind::Session(session.clone()), uris: HashSet::new() };
+        let toolset = session.toolset.clone();
+        let member = Member { outbox, kind: Kind::Session(session.clone()), toolset, uris: HashSet::new() };
         lock(&hub.state).insert(session.id, member);
         (session, notes)
     }
 
     fn drain(notes: &mut mpsc::Receiver<Note>) -> Vec<Note> {
         std::iter::from_fn(|| notes.try_recv().ok()).collect()
+    }
+
+    #[test]
+    fn a_toolsets_clients_hear_of_tools_only_when_its_tools_changed() {
+        let hub = Hub::default();
+        let (_all, mut all_notes) = joined(&hub);
+        let (_readonly, mut readonly_notes) = joined_in(&hub, Some("readonly"));
+        let (_booking, mut booking_notes) = joined_in(&hub, Some("booking"));
+        let outside = Changes { tools: true, prompts: true, ..Changes::default() };
+        hub.announce(&outside, None);
+        assert_eq!(drain(&mut all_notes), [Note::ToolsChanged, Note::PromptsChanged]);
+        assert_eq!(drain(&mut readonly_notes), [Note::PromptsChanged]);
+        assert_eq!(drain(&mut booking_notes), [Note::PromptsChanged]);
+        let inside = Changes { tools: true, toolsets: BTreeSet::from(["readonly".to_owned()]), ..Changes::default() };
+        hub.announce(&inside, None);
+        assert_eq!(drain(&mut all_notes), [Note::ToolsChanged]);
+        assert_eq!(drain(&mut readonly_notes), [Note::ToolsChanged]);
+        assert_eq!(drain(&mut booking_notes), []);
     }
 
     #[test]

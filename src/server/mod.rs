@@ -32,7 +32,7 @@ use std::time::SystemTime;
 use rmcp::ServiceExt;
 
 pub use handler::Handler;
-pub use snapshot::{Answer, ListKind, RequestError, Snapshot};
+pub use snapshot::{Answer, ListKind, RequestError, Snapshot, View};
 
 /// State shared by every session of one server.
 pub struct Shared {
@@ -103,15 +103,20 @@ impl Shared {
 
 /// Serves MCP on stdin/stdout until the client closes it or `shutdown`
 /// completes: one session, or, when a connection that started with protocol
-/// 2026-07-28 sends a legacy `initialize`, a new session from there on.
-pub async fn serve_stdio(shared: Arc<Shared>, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
+/// 2026-07-28 sends a legacy `initialize`, a new session from there on. With
+/// a `toolset`, its client sees only that toolset's tools.
+pub async fn serve_stdio(
+    shared: Arc<Shared>,
+    toolset: Option<Arc<str>>,
+    shutdown: impl Future<Output = ()>,
+) -> anyhow::Result<()> {
     let (reader, writer) = rmcp::transport::stdio_pipes();
     let mut transport = stdio::LineTransport::new(reader, writer);
     tokio::pin!(shutdown);
     loop {
         let (handoff, next) = tokio::sync::oneshot::channel();
         transport.on_handoff(handoff);
-        let handler = Handler::until_closed(shared.clone(), transport.input_closed());
+        let handler = Handler::of_toolset(shared.clone(), toolset.clone(), transport.input_closed());
         let serving = handler.serve(transport);
         let running = tokio::select! {
             running = serving => match running {

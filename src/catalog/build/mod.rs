@@ -30,6 +30,9 @@ mod schemas;
 mod template_analysis;
 mod templates;
 mod tools;
+mod toolsets;
+
+pub use toolsets::valid_name as valid_toolset_name;
 
 /// Longest tool or prompt name MCP allows.
 const MAX_NAME: usize = 128;
@@ -102,6 +105,7 @@ pub fn build(
     let resource_templates: Vec<ResourceTemplate> =
         assembled.resource_templates.iter().filter_map(|decl| builder.resource_template(decl)).collect();
     builder.check_duplicates();
+    let toolsets = builder.toolsets(&tools);
     builder.check_prompt_resources(&resources, &resource_templates);
     let data = crate::render::data_value(&assembled.data);
     builder.inputs.templates = vec![builder.configured_templates_dir()];
@@ -119,6 +123,7 @@ pub fn build(
         prompts,
         resources,
         resource_templates,
+        toolsets,
         env,
         data,
         databases,
@@ -324,7 +329,7 @@ impl Builder<'_> {
 /// A name, the declaration it belongs to, and the key it is written under.
 type NamedAt<'a> = (&'a str, &'a Origin, &'a str);
 
-trait NoteMut {
+pub(super) trait NoteMut {
     fn with_note_mut(&mut self, message: &str, location: Location) -> &mut Self;
 }
 

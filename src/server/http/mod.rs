@@ -16,6 +16,8 @@
 //! get sessions (`Mcp-Session-Id`, the GET SSE stream, DELETE); 2026-07-28
 //! clients are served statelessly and listen on `subscriptions/listen`
 //! streams. Sessions and listen streams join the hub like a stdio client does.
+//! `/mcp/{toolset}` is the same endpoint for the clients of one toolset of
+//! the catalog (404 for a name the current catalog has no toolset for).
 //!
 //! Shutdown: stop accepting connections, let tool calls in flight finish
 //! (bounded), then close every session and stream.
@@ -99,8 +101,16 @@ pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(30);
 /// Default largest request body.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
 
+/// The MCP endpoint of one toolset.
+type ToolsetService = StreamableHttpService<Handler, Sessions>;
+
 struct AppState {
     shared: Arc<Shared>,
+    /// How every MCP endpoint is configured (`/mcp` and each toolset's).
+    config: StreamableHttpServerConfig,
+    /// Each toolset's endpoint, made on its first request; only toolsets of
+    /// the current catalog are kept (pruned when one is added).
+    toolsets: std::sync::Mutex<std::collections::HashMap<String, ToolsetService>>,
     token: Option<String>,
     access: Access,
     sessions: Arc<Sessions>,
@@ -226,9 +236,12 @@ fn router(
         .with_max_request_body_bytes(options.max_body_bytes)
         .with_cancellation_token(closed);
     let factory_shared = shared.clone();
-    let mcp = StreamableHttpService::new(move || Ok(Handler::new(factory_shared.clone())), sessions.clone(), config);
+    let mcp =
+        StreamableHttpService::new(move || Ok(Handler::new(factory_shared.clone())), sessions.clone(), config.clone());
     let state = Arc::new(AppState {
         shared,
+        config,
+        toolsets: std::sync::Mutex::default(),
         token: options.auth_token.clone(),
         access: access.clone(),
         sessions,
@@ -239,6 +252,7 @@ fn router(
     let cors = cors(access);
     Ok(Router::new()
         .route_service("/mcp", mcp)
+        .route("/mcp/{toolset}", axum::routing::any(toolset_mcp))
         .layer(axum::middleware::from_fn_with_state(state.clone(), explain_unreadable))
         .layer(axum::middleware::from_fn_with_state(state.clone(), count_replies))
         .layer(axum::middleware::from_fn(session_refusals))
@@ -250,6 +264,46 @@ fn router(
         .route("/healthz", get(healthz))
         .layer(axum::middleware::from_fn(access_log))
         .with_state(state))
+}
+
+/// `/mcp/{toolset}`: the MCP endpoint of one toolset of the current
+/// catalog, whose clients see and call only its tools (sessions and
+/// stateless requests alike: each handler is bound to the toolset); a name
+/// the catalog has no toolset for is 404 with a JSON body naming those it has.
+async fn toolset_mcp(
+    State(state): State<Arc<AppState>>,
+    axum::extract::Path(name): axum::extract::Path<String>,
+    request: Request,
+) -> Response {
+    let snapshot = state.shared.snapshot();
+    let toolsets = &snapshot.catalog.toolsets;
+    if !toolsets.contains_key(&name) {
+        let error = super::snapshot::unknown_toolset(&snapshot.catalog, &name);
+        let there: Vec<&String> = toolsets.keys().collect();
+        return (StatusCode::NOT_FOUND, Json(json!({ "error": error.message, "toolsets": there }))).into_response();
+    }
+    let service = {
+        let mut services = state.toolsets.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !services.contains_key(&name) {
+            services.retain(|kept, _| toolsets.contains_key(kept));
+            let (shared, toolset): (_, Arc<str>) = (state.shared.clone(), Arc::from(name.as_str()));
+            let factory =
+                move || Ok(Handler::of_toolset(shared.clone(), Some(toolset.clone()), CancellationToken::new()));
+            services.insert(
+                name.clone(),
+                StreamableHttpService::new(factory, state.sessions.clone(), state.config.clone()),
+            );
+        }
+        services.get(&name).cloned()
+    };
+    let Some(service) = service else {
+        return (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            Json(json!({ "error": "internal: the toolset's endpoint is gone" })),
+        )
+            .into_response();
+    };
+    service.handle(request).await.into_response()
 }
 
 /// CORS for the allowed origins (echoed back, never `*`): what a browser
