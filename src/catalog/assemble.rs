@@ -284,52 +284,12 @@ fn merge(
         data_origin.insert(key.clone(), origin);
         assembled.data.insert(key, value);
     }
-    for (name, spec) in file.databases {
-        let origin = Origin::new(file_idx, format!("/databases/{}", escape_pointer(&name)));
-        if let Some(previous) = assembled.databases.get(&name) {
-            diagnostics.push(
-                Diagnostic::error(
-                    "duplicate-database",
-                    assembled.locate_key(&origin, ""),
-                    format!("database `{name}` is defined twice"),
-                )
-                .with_note("first defined here", assembled.locate_key(&previous.origin, "")),
-            );
-            continue;
-        }
-        assembled.databases.insert(name, Declared { origin, spec });
-    }
-    for (name, spec) in file.apis {
-        let origin = Origin::new(file_idx, format!("/apis/{}", escape_pointer(&name)));
-        if let Some(previous) = assembled.apis.get(&name) {
-            diagnostics.push(
-                Diagnostic::error(
-                    "duplicate-api",
-                    assembled.locate_key(&origin, ""),
-                    format!("api `{name}` is defined twice"),
-                )
-                .with_note("first defined here", assembled.locate_key(&previous.origin, "")),
-            );
-            continue;
-        }
-        assembled.apis.insert(name, Declared { origin, spec });
-    }
-    for (name, tools) in file.toolsets {
-        let origin = Origin::new(file_idx, format!("/toolsets/{}", escape_pointer(&name)));
-        if let Some(previous) = assembled.toolsets.get(&name) {
-            diagnostics.push(
-                Diagnostic::error(
-                    "duplicate-toolset",
-                    assembled.locate_key(&origin, ""),
-                    format!("toolset `{name}` is defined twice"),
-                )
-                .with_note("first defined here", assembled.locate_key(&previous.origin, ""))
-                .with_hint("list all of its tools in one place, or give one of them another name"),
-            );
-            continue;
-        }
-        assembled.toolsets.insert(name, Declared { origin, spec: tools });
-    }
+    let files = &assembled.files;
+    let mut named = Named { files, file: file_idx, diagnostics };
+    named.add(&mut assembled.databases, file.databases, ("databases", "database", "duplicate-database"), None);
+    named.add(&mut assembled.apis, file.apis, ("apis", "api", "duplicate-api"), None);
+    let hint = Some("list all of its tools in one place, or give one of them another name");
+    named.add(&mut assembled.toolsets, file.toolsets, ("toolsets", "toolset", "duplicate-toolset"), hint);
     assembled.tools.reserve(file.tools.len());
     for (idx, spec) in file.tools {
         assembled.tools.push(Declared { origin: Origin::new(file_idx, format!("/tools/{idx}")), spec });
@@ -347,4 +307,42 @@ fn merge(
             .push(Declared { origin: Origin::new(file_idx, format!("/resourceTemplates/{idx}")), spec });
     }
     file.include
+}
+
+/// One file's part in adding named declarations (`databases:`, `apis:`,
+/// `toolsets:`) to what is assembled.
+struct Named<'a> {
+    files: &'a [Positions],
+    file: usize,
+    diagnostics: &'a mut Vec<Diagnostic>,
+}
+
+impl Named<'_> {
+    /// Adds `entries` of the file's `section` (each a `what`) to `into`; a
+    /// name declared before is a `code` error at the new key, with a note
+    /// at the first.
+    fn add<T>(
+        &mut self,
+        into: &mut IndexMap<String, Declared<T>>,
+        entries: impl IntoIterator<Item = (String, T)>,
+        (section, what, code): (&str, &str, &'static str),
+        hint: Option<&str>,
+    ) {
+        let files = self.files;
+        let locate = |origin: &Origin| files[origin.file].locate_key(&origin.pointer);
+        for (name, spec) in entries {
+            let origin = Origin::new(self.file, format!("/{section}/{}", escape_pointer(&name)));
+            if let Some(previous) = into.get(&name) {
+                let mut diagnostic =
+                    Diagnostic::error(code, locate(&origin), format!("{what} `{name}` is defined twice"))
+                        .with_note("first defined here", locate(&previous.origin));
+                if let Some(hint) = hint {
+                    diagnostic = diagnostic.with_hint(hint);
+                }
+                self.diagnostics.push(diagnostic);
+                continue;
+            }
+            into.insert(name, Declared { origin, spec });
+        }
+    }
 }
