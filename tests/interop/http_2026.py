@@ -36,7 +36,9 @@ from typing import Any
 
 import anyio
 import mcp_types as types
-from mcp import Client, MCPError
+from mcp import Client
+
+from checks import Checks, text_of
 
 MODERN = "2026-07-28"
 CALL_TIMEOUT = 15.0  # seconds for any single call or wait
@@ -71,44 +73,6 @@ tools:
     run:
       text: "rooms in {{ region }}"
 """
-
-
-class Checks:
-    """Counts checks; a failed one is reported, never raised past its step."""
-
-    def __init__(self) -> None:
-        self.passed = 0
-        self.failed: list[str] = []
-
-    def check(self, label: str, ok: bool, detail: str = "") -> bool:
-        if ok:
-            self.passed += 1
-            print(f"ok    {label}", flush=True)
-        else:
-            self.failed.append(f"{label}: {detail}")
-            print(f"FAIL  {label}: {detail}", flush=True)
-        return ok
-
-    def equal(self, label: str, got: Any, want: Any) -> bool:
-        return self.check(label, got == want, f"got {got!r}, expected {want!r}")
-
-    def error(self, label: str, err: BaseException) -> None:
-        self.check(label, False, describe(err))
-
-
-def describe(err: BaseException) -> str:
-    if isinstance(err, MCPError):
-        return f"MCPError {err.code}: {err}"
-    inner = getattr(err, "exceptions", None)  # an ExceptionGroup
-    if isinstance(inner, (list, tuple)):
-        return "; ".join(describe(e) for e in inner)
-    if isinstance(err, TimeoutError):
-        return f"timed out ({type(err).__name__})"
-    return f"{type(err).__name__}: {err}"
-
-
-def text_of(result: types.CallToolResult) -> str:
-    return "".join(block.text for block in result.content if isinstance(block, types.TextContent))
 
 
 class Carte:

@@ -23,7 +23,6 @@ Requires mcp==2.3.0 (tests/interop/requirements.txt).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import re
@@ -31,13 +30,15 @@ import sys
 import tempfile
 import traceback
 import warnings
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import anyio
 import mcp_types as types
 from mcp import ClientSession, MCPDeprecationWarning, MCPError, StdioServerParameters, stdio_client
 from mcp_types import PromptReference, ResourceTemplateReference
+
+from checks import Checks, describe, text_of
 
 # logging/setLevel and resources/(un)subscribe are deprecated at 2026-07-28 but
 # are exactly what the legacy mode means to exercise.
@@ -81,55 +82,9 @@ UNKNOWN_BOOKING = 987654321
 T = TypeVar("T")
 
 
-class Checks:
-    """Counts checks; a failed one is reported, never raised past its step."""
-
-    def __init__(self) -> None:
-        self.passed = 0
-        self.failed: list[str] = []
-
-    def check(self, label: str, ok: bool, detail: str = "") -> bool:
-        if ok:
-            self.passed += 1
-            print(f"ok    {label}", flush=True)
-        else:
-            self.fail(label, detail)
-        return ok
-
-    def equal(self, label: str, got: Any, want: Any) -> bool:
-        return self.check(label, got == want, f"got {got!r}, expected {want!r}")
-
-    def fail(self, label: str, detail: str) -> None:
-        self.failed.append(f"{label}: {detail}")
-        print(f"FAIL  {label}: {detail}", flush=True)
-
-    @contextlib.contextmanager
-    def step(self, label: str) -> Iterator[None]:
-        """Runs a step; an exception in it is one failed check, and the next step runs."""
-        try:
-            yield
-        except Exception as err:  # noqa: BLE001 - any error is a failed check
-            self.fail(label, describe(err))
-
-
-def describe(err: BaseException) -> str:
-    if isinstance(err, MCPError):
-        return f"MCPError {err.code}: {err}"
-    inner = getattr(err, "exceptions", None)  # an ExceptionGroup (builtin only from Python 3.11)
-    if isinstance(inner, (list, tuple)):
-        return "; ".join(describe(e) for e in inner)
-    if isinstance(err, TimeoutError):
-        return f"timed out ({type(err).__name__})"
-    return f"{type(err).__name__}: {err}"
-
-
 async def bounded(awaitable: Awaitable[T]) -> T:
     with anyio.fail_after(CALL_TIMEOUT):
         return await awaitable
-
-
-def text_of(result: types.CallToolResult) -> str:
-    return "".join(block.text for block in result.content if isinstance(block, types.TextContent))
 
 
 class Logs:
