@@ -202,7 +202,7 @@ impl Handler {
 }
 
 /// Whether `declared` holds `capability` (`elicitation`, `sampling`, `roots`).
-fn has_capability(declared: &ClientCapabilities, capability: &str) -> bool {
+pub(super) fn has_capability(declared: &ClientCapabilities, capability: &str) -> bool {
     match capability {
         "elicitation" => declared.elicitation.is_some(),
         "sampling" => declared.sampling.is_some(),
@@ -288,8 +288,6 @@ impl ServerHandler for Handler {
         {
             let capabilities = context.client_capabilities().unwrap_or_default();
             if capabilities.supports_tasks() {
-                let answerable =
-                    [capabilities.elicitation.is_some(), capabilities.sampling.is_some(), capabilities.roots.is_some()];
                 let (arguments, owner) = (request.arguments.clone().unwrap_or_default(), self.owner(&context));
                 let call = tasks::Call {
                     catalog: &snapshot.catalog,
@@ -297,7 +295,7 @@ impl ServerHandler for Handler {
                     arguments,
                     owner,
                     client: &client,
-                    answerable,
+                    capabilities,
                     resume,
                 };
                 return match self.shared.tasks.start(&self.shared, call).await? {

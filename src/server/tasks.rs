@@ -22,13 +22,15 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use rmcp::ErrorData;
 use rmcp::model::{
-    CallToolResponse, CreateTaskResult, DetailedTask, ErrorCode, InputRequests, Task, TaskPayload, TaskStatus,
+    CallToolResponse, ClientCapabilities, CreateTaskResult, DetailedTask, ErrorCode, InputRequests, Task, TaskPayload,
+    TaskStatus,
 };
 use serde_json::{Map, Value, json};
 use tokio::sync::Notify;
 use tokio::task::AbortHandle;
 
 use super::Shared;
+use super::handler::has_capability;
 use super::snapshot::Asked;
 use crate::catalog::model::LogLevel;
 use crate::catalog::{Catalog, Tool};
@@ -114,8 +116,8 @@ pub(in crate::server) struct Call<'a> {
     pub owner: String,
     /// The request's client, for `askFirst` questions.
     pub client: &'a dyn Client,
-    /// Which questions the client said it can answer (elicitation, sampling, roots).
-    pub answerable: [bool; 3],
+    /// What the client declared it can answer (elicitation, sampling, roots).
+    pub capabilities: ClientCapabilities,
     /// Where the call resumes: a 2026-07-28 retry answering `askFirst` questions.
     pub resume: Resume,
 }
@@ -187,7 +189,7 @@ impl Tasks {
             id: record.id.clone(),
             wake: Arc::clone(&wake),
             poll: options.poll_interval,
-            answers: call.answerable,
+            capabilities: call.capabilities,
         };
         let (catalog, name, arguments) = (Arc::clone(call.catalog), call.tool.name.clone(), call.arguments);
         let run = tokio::spawn(async move {
@@ -297,8 +299,8 @@ struct TaskClient {
     /// How long to wait for a wake-up before asking the store again (a
     /// store shared by several processes may not wake this one).
     poll: Duration,
-    /// Whether the client can answer elicitation, sampling, roots.
-    answers: [bool; 3],
+    /// What the client declared it can answer.
+    capabilities: ClientCapabilities,
 }
 
 impl Client for TaskClient {
@@ -333,12 +335,7 @@ impl Client for TaskClient {
     }
 
     fn can_answer(&self, method: &str) -> bool {
-        match steps::capability(method) {
-            Some("elicitation") => self.answers[0],
-            Some("sampling") => self.answers[1],
-            Some("roots") => self.answers[2],
-            _ => false,
-        }
+        steps::capability(method).is_some_and(|capability| has_capability(&self.capabilities, capability))
     }
 
     fn cancelled(&self) -> bool {
@@ -386,7 +383,7 @@ mod tests {
             id: "t1".to_owned(),
             wake: wake.clone(),
             poll: Duration::from_secs(30),
-            answers: [true; 3],
+            capabilities: ClientCapabilities::builder().enable_elicitation().build(),
         };
         let asking = tokio::spawn(async move { client.ask(vec![elicit("first"), elicit("second")]).await });
         // Bounded wait for the run to park.
