@@ -7,8 +7,10 @@
 //! 3. memory: the server's RSS with 10,000 idle sessions, after they expire,
 //!    and again for a second 10,000 (memory freed is reused, not leaked).
 //!
-//! Run with `cargo bench --bench http` (or `-- sessions` for the third
-//! alone); figures are printed, not asserted.
+//! Run with `cargo bench --bench http` (or `-- calls` for the first alone,
+//! `-- sessions` for the third); figures are printed, not asserted. The calls
+//! also print the server's CPU time per call (user + system, from
+//! `/proc/PID/stat`): the figure telemetry must not change when it is off.
 
 mod common;
 
@@ -35,6 +37,9 @@ fn main() {
         calls(&server, sessions, Duration::from_secs(3));
     }
     drop(server);
+    if std::env::args().any(|arg| arg == "calls") {
+        return;
+    }
     fan_out(1000);
     sessions_memory(&reservo, 10_000);
 }
@@ -108,15 +113,30 @@ fn sessions_memory(catalog: &Path, count: usize) {
 
 fn calls(server: &Server, sessions: usize, run_for: Duration) {
     let call = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"get_quote","arguments":{"room":"Focus","tier":"pro","hours":3}}}"#;
+    let cpu_before = cpu_seconds(server.child.id());
     let (mut all, elapsed) = back_to_back(server, sessions, run_for, call, "11250 cents");
+    let cpu = cpu_seconds(server.child.id()) - cpu_before;
     all.sort();
     println!(
-        "HTTP tools/call get_quote, {sessions:>2} sessions: {:>6.0} calls/s, p50 {:.2} ms, p99 {:.2} ms ({} calls)",
+        "HTTP tools/call get_quote, {sessions:>2} sessions: {:>6.0} calls/s, p50 {:.2} ms, p99 {:.2} ms, server CPU {:.1} µs/call ({} calls)",
         all.len() as f64 / elapsed.as_secs_f64(),
         ms(percentile(&all, 0.5)),
         ms(percentile(&all, 0.99)),
+        cpu * 1e6 / all.len().max(1) as f64,
         all.len()
     );
+}
+
+/// The CPU time (user + system) a process has used, in seconds.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command's closing parenthesis; utime and stime are the 14th and 15th of the line.
+    let after_name = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+    let fields: Vec<&str> = after_name.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i).and_then(|f| f.parse::<f64>().ok()).unwrap_or(0.0);
+    // SAFETY: sysconf has no preconditions.
+    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+    (ticks(11) + ticks(12)) / per_second
 }
 
 fn fan_out(sessions: usize) {
