@@ -54,7 +54,7 @@ mod data;
 pub mod jq;
 
 use bounded::{BYTES_PER_FUEL, byte_budget, join, pprint, string, tojson};
-pub use data::data_value;
+pub use data::{auth_value, data_value};
 use data::{default, is_absent, missing_error};
 
 use std::collections::HashSet;
