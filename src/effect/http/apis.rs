@@ -175,9 +175,9 @@ fn check_api(
     Some(Api { client, name: name.to_owned(), base, headers, timeout, retry })
 }
 
-/// An HTTP client (each api's; OAuth's JWKS fetches): rustls with the ring provider, no redirects (a 3xx is
+/// One api's client: rustls with the ring provider, no redirects (a 3xx is
 /// an answer, so nothing follows a Location to another host).
-pub fn new_client() -> Result<reqwest::Client, reqwest::Error> {
+fn new_client() -> Result<reqwest::Client, reqwest::Error> {
     static PROVIDER: Once = Once::new();
     PROVIDER.call_once(|| {
         // Fails only if a provider is installed already, which is as good.

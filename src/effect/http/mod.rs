@@ -33,7 +33,7 @@ mod apis;
 mod exchange;
 
 use apis::parse_timeout;
-pub use apis::{Api, Apis, DeclaredApi, check_apis, new_client};
+pub use apis::{Api, Apis, DeclaredApi, check_apis};
 use exchange::{error_body, show_status};
 
 use super::{Call, Check, Failure, Kind, Output, Sections, Template};

@@ -118,7 +118,13 @@ impl Verifier {
         }
         let resource = format!("{}/mcp", options.public_url.trim_end_matches('/'));
         let audience = options.audience.clone().unwrap_or(resource);
-        let client = crate::effect::http::new_client()?;
+        // Fails only if a provider is installed already (an api's client), which is as good.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        // No redirects: the issuer's documents are read where configured or discovered.
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .user_agent(concat!("carte/", env!("CARGO_PKG_VERSION")))
+            .build()?;
         Ok(Verifier {
             options,
             audience,
