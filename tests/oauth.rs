@@ -106,6 +106,8 @@ tools:
     scopes: [orders:read]
     run:
       text: "orders of {{ auth.sub }} ({{ auth.tenant }})"
+toolsets:
+  public: [whoami]
 "#;
 
 fn start(dir: &TempDir, issuer: &Issuer) -> HttpServer {
@@ -245,6 +247,55 @@ fn scopes_choose_the_tools_and_auth_names_the_caller() {
     let failed = request(&server, &bare, &id, "tools/call", json!({"name": "orders", "arguments": {}}));
     assert_eq!(failed["result"]["isError"], true, "{failed}");
     assert!(common::text(&failed["result"]).contains("auth has no key \"tenant\""), "{failed}");
+}
+
+/// A 2026-07-28 request (no session) with `token` to `path`: the status and its answer.
+fn post_2026(server: &HttpServer, token: &str, path: &str, method: &str, params: Value) -> (u16, Value) {
+    let mut params = params;
+    params["_meta"] = common::meta_2026(json!({}));
+    let body = json!({"jsonrpc": "2.0", "id": 5, "method": method, "params": params});
+    let bearer = format!("Bearer {token}");
+    let mut headers = vec![("MCP-Protocol-Version", "2026-07-28"), ("Mcp-Method", method), ("Authorization", &bearer)];
+    let name = params["name"].as_str().unwrap_or_default().to_owned();
+    if !name.is_empty() {
+        headers.push(("Mcp-Name", &name));
+    }
+    let response = send(server.addr, "POST", path, &headers, Some(&body));
+    let status = response.status;
+    let answer = response.messages().into_iter().find(|m| m["id"] == 5).unwrap_or_default();
+    (status, answer)
+}
+
+#[test]
+fn stateless_requests_and_toolsets_see_the_caller_too() {
+    let key = Key::new("k1");
+    let issuer = Issuer::start(&[&key]);
+    let dir = TempDir::new("oauth-stateless");
+    let server = start(&dir, &issuer);
+    let plain = key.sign(&issuer.url, json!({ "sub": "bob" }));
+    let (status, listed) = post_2026(&server, &plain, "/mcp", "tools/list", json!({}));
+    assert_eq!((status, tool_names(&listed)), (200, vec!["whoami".to_owned()]));
+    let (_, called) = post_2026(&server, &plain, "/mcp", "tools/call", json!({"name": "whoami", "arguments": {}}));
+    assert_eq!(common::text(&called["result"]), "you are bob");
+    let (status, _) = post_2026(&server, &plain, "/mcp", "tools/call", json!({"name": "orders", "arguments": {}}));
+    assert_eq!(status, 403);
+
+    // At a toolset's endpoint, a tool outside it is unknown there, whatever its scopes.
+    let (status, refused) =
+        post_2026(&server, &plain, "/mcp/public", "tools/call", json!({"name": "orders", "arguments": {}}));
+    assert_ne!(status, 403, "{refused}");
+    assert!(refused["error"]["message"].as_str().unwrap_or_default().contains("orders"), "{refused}");
+    let none = send(server.addr, "POST", "/mcp/public", &[("MCP-Protocol-Version", "2026-07-28")], Some(&initialize()));
+    assert_eq!(none.status, 401);
+    let challenge = none.header("www-authenticate").unwrap_or_default().to_owned();
+    assert!(
+        challenge.contains(&format!("{PUBLIC_URL}/.well-known/oauth-protected-resource/mcp/public")),
+        "{challenge}"
+    );
+    let metadata = send(server.addr, "GET", "/.well-known/oauth-protected-resource/mcp/public", &[], None);
+    assert_eq!(metadata.status, 200);
+    let metadata: Value = serde_json::from_str(&metadata.text()).unwrap();
+    assert_eq!(metadata["resource"], format!("{PUBLIC_URL}/mcp/public"));
 }
 
 #[test]

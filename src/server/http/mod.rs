@@ -479,8 +479,17 @@ async fn authorize_oauth(state: &AppState, verifier: &oauth::Verifier, request: 
             let message = format!("Payload Too Large: request body exceeds {} bytes", state.max_body_bytes);
             return (StatusCode::PAYLOAD_TOO_LARGE, message).into_response();
         };
+        let snapshot = state.shared.snapshot();
+        // At `/mcp/{toolset}`, only that toolset's tools: another is unknown there, as rmcp will say.
+        let visible = |name: &str| match path.strip_prefix("/mcp/") {
+            Some(toolset) => {
+                snapshot.catalog.toolsets.get(toolset).is_some_and(|tools| tools.iter().any(|t| t == name))
+            }
+            None => true,
+        };
         if let Some(call) = tool_call(&bytes)
-            && let Some(tool) = state.shared.snapshot().catalog.tool(&call.name)
+            && visible(&call.name)
+            && let Some(tool) = snapshot.catalog.tool(&call.name)
         {
             let missing = caller.missing(&tool.scopes);
             if !missing.is_empty() {
