@@ -10,6 +10,7 @@ use carte::catalog::{self, Catalog};
 use carte::diag::{self, Diagnostic};
 use carte::reload;
 use carte::server::http::HttpOptions;
+use carte::server::http::oauth::OAuthOptions;
 use carte::server::request_state::StateKeys;
 use carte::server::{Answer, ListKind, Shared, Snapshot, View};
 use clap::{Parser, Subcommand, ValueEnum};
@@ -35,6 +36,8 @@ enum LogFormat {
 }
 
 #[derive(Subcommand)]
+// Parsed once per process: `Serve`'s many flags cost nothing worth a box.
+#[allow(clippy::large_enum_variant)]
 enum Command {
     /// Serve the catalog over MCP: on stdin/stdout (what desktop clients
     /// launch), or over Streamable HTTP with `--http`.
@@ -71,6 +74,24 @@ enum Command {
         /// environment variable.
         #[arg(long, value_name = "NAME", requires = "http")]
         auth_token_env: Option<String>,
+        /// HTTP: accept OAuth 2.1 access tokens (JWTs) from this authorization
+        /// server: signature by its JWKS, `iss`, `aud`, `exp`/`nbf`; tools'
+        /// `scopes:` apply. Needs --public-url; not with --auth-token-env.
+        #[arg(long, value_name = "URL", requires_all = ["http", "public_url"], conflicts_with = "auth_token_env")]
+        oauth_issuer: Option<String>,
+        /// HTTP with --oauth-issuer: the audience tokens must name (`aud`).
+        /// Default: the resource, PUBLIC_URL/mcp.
+        #[arg(long, value_name = "AUD", requires = "oauth_issuer")]
+        oauth_audience: Option<String>,
+        /// HTTP with --oauth-issuer: where the issuer's keys are. Default: the
+        /// `jwks_uri` of its metadata (RFC 8414, then OpenID Connect discovery).
+        #[arg(long, value_name = "URL", requires = "oauth_issuer")]
+        oauth_jwks_url: Option<String>,
+        /// HTTP with --oauth-issuer: the address clients reach carte at (e.g.
+        /// https://mcp.example.com, behind a proxy): the resource is
+        /// PUBLIC_URL/mcp, its metadata PUBLIC_URL/.well-known/oauth-protected-resource/mcp.
+        #[arg(long, value_name = "URL", requires = "oauth_issuer")]
+        public_url: Option<String>,
         /// HTTP: close a session after SECS without a request from its client
         /// (an open GET stream keeps it).
         #[arg(long, value_name = "SECS", default_value_t = 30 * 60, value_parser = clap::value_parser!(u64).range(1..))]
@@ -252,6 +273,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             allow_origin,
             allow_host,
             auth_token_env,
+            oauth_issuer,
+            oauth_audience,
+            oauth_jwks_url,
+            public_url,
             session_idle_timeout,
             max_sessions,
             max_connections,
@@ -292,12 +317,22 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                             ),
                         },
                     };
+                    let oauth = match (oauth_issuer, public_url) {
+                        (Some(issuer), Some(public_url)) => Some(OAuthOptions {
+                            issuer,
+                            audience: oauth_audience,
+                            jwks_url: oauth_jwks_url,
+                            public_url,
+                        }),
+                        _ => None,
+                    };
                     let count = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
                     carte::server::http::listener::raise_descriptor_limit(count(max_connections));
                     Some(HttpOptions {
                         allow_hosts: allow_host,
                         allow_origins: allow_origin,
                         auth_token,
+                        oauth,
                         session_idle: Duration::from_secs(session_idle_timeout),
                         max_sessions: count(max_sessions),
                         max_connections: count(max_connections),

@@ -54,7 +54,7 @@ mod data;
 pub mod jq;
 
 use bounded::{BYTES_PER_FUEL, byte_budget, join, pprint, string, tojson};
-pub use data::data_value;
+pub use data::{auth_value, data_value};
 use data::{default, is_absent, missing_error};
 
 use std::collections::HashSet;
@@ -558,6 +558,25 @@ mod tests {
     }
 
     /// Renders `source` with `data:` below and the argument `product`.
+    #[test]
+    fn auth_is_the_callers_claims_or_missing_with_a_reason() {
+        let render_auth = |source: &str, claims: Option<&serde_json::Map<String, serde_json::Value>>| {
+            let mut env = environment();
+            env.add_template("t", source).unwrap();
+            render(&env, "t", minijinja::context! { auth => auth_value(claims) })
+        };
+        let serde_json::Value::Object(claims) = serde_json::json!({ "sub": "alice" }) else { unreachable!() };
+        assert_eq!(render_auth("{{ auth.sub }}", Some(&claims)).unwrap(), "alice");
+        let err = render_auth("{{ auth.tenant }}", Some(&claims)).unwrap_err();
+        assert!(
+            matches!(&err, RenderError::Template(m) if m.contains("auth has no key \"tenant\" (it has sub)")),
+            "{err:?}"
+        );
+        assert_eq!(render_auth("{{ auth.sub if auth is defined else 'local' }}", None).unwrap(), "local");
+        let err = render_auth("{{ auth.sub }}", None).unwrap_err();
+        assert!(matches!(&err, RenderError::Template(m) if m.contains("no verified caller")), "{err:?}");
+    }
+
     fn render_data(source: &str, product: Option<&str>) -> Result<String, RenderError> {
         let data = serde_json::json!({
             "menu": { "rye": { "name": "Rye", "price": 4 }, "wheat": { "name": "Wheat", "price": 3 } },

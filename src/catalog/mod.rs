@@ -108,6 +108,8 @@ pub struct Tool {
     pub result: ResultSpec,
     /// How it runs as a task, if it may.
     pub task: Option<TaskOptions>,
+    /// The OAuth scopes a caller needs to see and call it (`scopes:`).
+    pub scopes: Vec<String>,
 }
 
 /// A tool's `task:`, checked.

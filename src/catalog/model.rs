@@ -129,6 +129,11 @@ pub struct ToolSpec {
     /// the client gets a task id at once and polls `tasks/get` for the result.
     #[serde(default)]
     pub task: Option<TaskSpec>,
+    /// OAuth scopes a caller's access token must grant to see and call the
+    /// tool (all of them), when carte serves HTTP with `--oauth-issuer`;
+    /// ignored otherwise. Each is a scope token: no spaces or quotes.
+    #[serde(default)]
+    pub scopes: Option<Vec<String>>,
     /// What the tool does.
     pub run: RunSpec,
 }

@@ -28,6 +28,19 @@ pub fn data_value(data: &serde_json::Map<String, serde_json::Value>) -> Value {
     data_map("data".to_owned(), data)
 }
 
+/// The claims of a caller's verified access token as templates see them
+/// (`auth`): like `data`, a missing claim is an error naming it when
+/// printed. Without a verified caller, `auth` is missing as a whole, and
+/// printing anything of it says why.
+pub fn auth_value(claims: Option<&serde_json::Map<String, serde_json::Value>>) -> Value {
+    match claims {
+        Some(claims) => data_map("auth".to_owned(), claims),
+        None => Missing::value(
+            "auth: no verified caller (carte verifies callers only over HTTP with --oauth-issuer)".to_owned(),
+        ),
+    }
+}
+
 fn data_node(path: String, value: &serde_json::Value) -> Value {
     match value {
         serde_json::Value::Object(map) => data_map(path, map),

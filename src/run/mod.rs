@@ -73,7 +73,7 @@ pub async fn call(
     client: &dyn steps::Client,
     resume: steps::Resume,
 ) -> Result<ToolOutcome, Halted> {
-    let (arguments, mut context) = match start(catalog, tool, arguments) {
+    let (arguments, mut context) = match start(catalog, tool, arguments, client) {
         Ok(started) => started,
         Err(message) => return Ok(ToolOutcome::error(message)),
     };
@@ -112,17 +112,20 @@ async fn run_steps(
 /// What templates see, by name.
 type Context = BTreeMap<String, TemplateValue>;
 
-/// The arguments checked, and the context templates see before any step;
-/// else what the error result says.
+/// The arguments checked, and the context templates see before any step
+/// (with `auth`, the claims of `client`'s verified caller); else what the
+/// error result says.
 fn start(
     catalog: &Catalog,
     tool: &Tool,
     arguments: Map<String, Value>,
+    client: &dyn steps::Client,
 ) -> Result<(Map<String, Value>, Context), String> {
     let arguments = check_arguments(tool, arguments)?;
     let mut context: Context = arguments.iter().map(|(k, v)| (k.clone(), crate::render::to_value(v))).collect();
     context.insert("arguments".to_owned(), crate::render::to_value(&arguments));
     context.insert("data".to_owned(), catalog.data.clone());
+    context.insert("auth".to_owned(), crate::render::auth_value(client.caller()));
     Ok((arguments, context))
 }
 
@@ -137,7 +140,7 @@ pub async fn ask_first(
     resume: steps::Resume,
     count: usize,
 ) -> Result<Result<steps::Resume, ToolOutcome>, Halted> {
-    let (_, mut context) = match start(catalog, tool, arguments) {
+    let (_, mut context) = match start(catalog, tool, arguments, client) {
         Ok(started) => started,
         Err(message) => return Ok(Err(ToolOutcome::error(message))),
     };

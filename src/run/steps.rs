@@ -76,6 +76,9 @@ pub trait Client: Send + Sync {
     fn cancelled(&self) -> bool;
     /// Completes when the client cancels the call (never, if it does not).
     fn until_cancelled(&self) -> ClientFuture<'_, ()>;
+    /// The claims of the caller's verified access token (OAuth), which
+    /// templates see as `auth`; `None` when carte verifies no caller.
+    fn caller(&self) -> Option<&Map<String, Value>>;
 }
 
 /// The client capability a question's `method` needs: `elicitation`,
@@ -196,6 +199,10 @@ impl Client for NoClient {
 
     fn until_cancelled(&self) -> ClientFuture<'_, ()> {
         Box::pin(std::future::pending())
+    }
+
+    fn caller(&self) -> Option<&Map<String, Value>> {
+        None
     }
 }
 
@@ -538,6 +545,10 @@ mod tests {
 
         fn until_cancelled(&self) -> ClientFuture<'_, ()> {
             Box::pin(std::future::pending())
+        }
+
+        fn caller(&self) -> Option<&Map<String, Value>> {
+            None
         }
     }
 

@@ -20,6 +20,7 @@ use rmcp::{ErrorData, ServerHandler};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+use super::http::oauth::Caller;
 use super::hub::{MAX_SUBSCRIPTIONS, Session, SubscribeError, severity, wire_level};
 use super::request_state::Binding;
 use super::snapshot::{Asked, View};
@@ -181,11 +182,15 @@ impl Handler {
     }
 
     /// Who owns the tasks this request creates and may see: a legacy
-    /// session; on 2026-07-28, over HTTP the bearer token (its SHA-256; all
-    /// callers alike without one), on stdio the process.
+    /// session; on 2026-07-28, over HTTP the OAuth token's issuer and
+    /// subject, or the bearer token (its SHA-256; all callers alike without
+    /// one), on stdio the process.
     fn owner(&self, context: &RequestContext<RoleServer>) -> String {
         if !modern(context) {
             return format!("session:{}", self.session.id);
+        }
+        if let Some(caller) = caller(context) {
+            return caller.owner.clone();
         }
         match context.extensions.get::<axum::http::request::Parts>() {
             Some(parts) => match parts.headers.get(axum::http::header::AUTHORIZATION) {
@@ -215,6 +220,22 @@ impl Drop for Handler {
     fn drop(&mut self) {
         self.shared.hub.leave(self.session.id);
     }
+}
+
+/// The caller a verified OAuth access token names (HTTP with `--oauth-issuer`).
+fn caller(context: &RequestContext<RoleServer>) -> Option<&Caller> {
+    context.extensions.get::<axum::http::request::Parts>()?.extensions.get::<Caller>()
+}
+
+/// -32600 for a call of `tool` by a caller that lacks some of its scopes
+/// (the HTTP layer answers such a call 403 before it gets here).
+fn check_scopes(context: &RequestContext<RoleServer>, tool: &crate::catalog::Tool) -> Result<(), ErrorData> {
+    let Some(caller) = caller(context) else { return Ok(()) };
+    let missing = caller.missing(&tool.scopes);
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(super::http::oauth::insufficient_scope_error(&tool.name, &tool.scopes, &missing))
 }
 
 /// Whether the request came from a 2026-07-28 (stateless) client.
@@ -261,12 +282,20 @@ impl ServerHandler for Handler {
         self.negotiate_initialize(&request)
     }
 
+    /// The tools of the session's view; with OAuth, only those whose
+    /// scopes the caller's token grants.
     async fn list_tools(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        self.view()?.list(cursor(request).as_deref())
+        let view = self.view()?;
+        match caller(&context) {
+            Some(caller) => {
+                view.list_tools_where(cursor(request).as_deref(), |tool| caller.missing(&tool.scopes).is_empty())
+            }
+            None => view.list(cursor(request).as_deref()),
+        }
     }
 
     async fn call_tool(
@@ -278,6 +307,9 @@ impl ServerHandler for Handler {
         let snapshot = self.view()?;
         let started = Instant::now();
         let binding = Binding { method: "tools/call", name: &request.name, arguments: request.arguments.as_ref() };
+        if let Some(tool) = snapshot.tool(&request.name) {
+            check_scopes(&context, tool)?;
+        }
         let steps = snapshot.tool(&request.name).map(|tool| tool.steps.as_slice()).unwrap_or_default();
         let (resume, answers) =
             self.prepare(&context, &binding, request.request_state.as_deref(), request.input_responses.clone(), steps)?;
@@ -297,6 +329,7 @@ impl ServerHandler for Handler {
                     client: &client,
                     capabilities,
                     resume,
+                    caller: caller(&context).map(|caller| Arc::clone(&caller.claims)),
                 };
                 return match self.shared.tasks.start(&self.shared, call).await? {
                     Asked::Done(response) => Ok(response),
@@ -678,5 +711,9 @@ impl Client for RequestClient<'_> {
 
     fn until_cancelled(&self) -> ClientFuture<'_, ()> {
         Box::pin(self.context.ct.cancelled())
+    }
+
+    fn caller(&self) -> Option<&serde_json::Map<String, serde_json::Value>> {
+        caller(self.context).map(|caller| &*caller.claims)
     }
 }

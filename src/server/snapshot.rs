@@ -246,6 +246,24 @@ impl View {
         Ok(L::page(page.to_vec(), next, meta.clone()))
     }
 
+    /// One page of the tools this view lists that `allowed` keeps (a
+    /// caller's, by their scopes); the cursor counts the kept tools.
+    pub(in crate::server) fn list_tools_where(
+        &self,
+        cursor: Option<&str>,
+        allowed: impl Fn(&catalog::Tool) -> bool,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let kept: Vec<Tool> = self
+            .tools()
+            .iter()
+            .filter(|tool| self.snapshot.catalog.tool(&tool.name).is_some_and(&allowed))
+            .cloned()
+            .collect();
+        let (page, next) = paginate(&kept, cursor)?;
+        let meta = self.restriction().map_or(&self.snapshot.meta, |toolset| &toolset.meta);
+        Ok(<ListToolsResult as Listing>::page(page.to_vec(), next, meta.clone()))
+    }
+
     /// One page of a list as JSON, as a client receives it.
     pub fn list_page(&self, kind: ListKind, cursor: Option<&str>) -> Answer {
         match kind {

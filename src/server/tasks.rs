@@ -118,6 +118,8 @@ pub(in crate::server) struct Call<'a> {
     pub client: &'a dyn Client,
     /// What the client declared it can answer (elicitation, sampling, roots).
     pub capabilities: ClientCapabilities,
+    /// The claims of the caller's access token (OAuth), which the run's templates see.
+    pub caller: Option<Arc<Map<String, Value>>>,
     /// Where the call resumes: a 2026-07-28 retry answering `askFirst` questions.
     pub resume: Resume,
 }
@@ -190,6 +192,7 @@ impl Tasks {
             wake: Arc::clone(&wake),
             poll: options.poll_interval,
             capabilities: call.capabilities,
+            caller: call.caller,
         };
         let (catalog, name, arguments) = (Arc::clone(call.catalog), call.tool.name.clone(), call.arguments);
         let run = tokio::spawn(async move {
@@ -301,6 +304,8 @@ struct TaskClient {
     poll: Duration,
     /// What the client declared it can answer.
     capabilities: ClientCapabilities,
+    /// The claims of the access token that started the task (templates' `auth`).
+    caller: Option<Arc<Map<String, Value>>>,
 }
 
 impl Client for TaskClient {
@@ -346,6 +351,10 @@ impl Client for TaskClient {
         // A cancelled task's run is dropped, never told.
         Box::pin(std::future::pending())
     }
+
+    fn caller(&self) -> Option<&Map<String, Value>> {
+        self.caller.as_deref()
+    }
 }
 
 #[cfg(test)]
@@ -384,6 +393,7 @@ mod tests {
             wake: wake.clone(),
             poll: Duration::from_secs(30),
             capabilities: ClientCapabilities::builder().enable_elicitation().build(),
+            caller: None,
         };
         let asking = tokio::spawn(async move { client.ask(vec![elicit("first"), elicit("second")]).await });
         // Bounded wait for the run to park.

@@ -51,7 +51,7 @@ impl Builder<'_> {
         let errors_before = self.errors();
         let owner = format!("tool {}:", spec.name);
         let mut names = properties.clone();
-        names.extend(["data".to_owned(), "arguments".to_owned()]);
+        names.extend(["data".to_owned(), "arguments".to_owned(), "auth".to_owned()]);
         let declared_steps = run.steps.as_deref().unwrap_or_default();
         let produced = produced_by(declared_steps);
         // The effect's templates see what the steps produced; the result's
@@ -110,10 +110,30 @@ impl Builder<'_> {
             Some(task) => Some(self.task(task, declared_steps, origin)?),
             None => None,
         };
+        let scopes = self.scopes(spec.scopes.as_deref().unwrap_or_default(), origin);
         let result = result?;
         let steps = steps?;
         let effect = effect?;
-        Some(Tool { name: spec.name.clone(), wire, input, output, structured, steps, effect, result, task })
+        Some(Tool { name: spec.name.clone(), wire, input, output, structured, steps, effect, result, task, scopes })
+    }
+
+    /// A tool's `scopes:`, each a scope token (RFC 6749 §3.3: printable
+    /// ASCII but space, `"` and `\`); a duplicate is dropped.
+    fn scopes(&mut self, scopes: &[String], origin: &Origin) -> Vec<String> {
+        let mut kept: Vec<String> = Vec::with_capacity(scopes.len());
+        for (idx, scope) in scopes.iter().enumerate() {
+            let token = !scope.is_empty() && scope.bytes().all(|b| matches!(b, 0x21 | 0x23..=0x5B | 0x5D..=0x7E));
+            if !token {
+                let location = self.assembled.locate(origin, &format!("/scopes/{idx}"));
+                self.error("tool-scope", location, format!("scope {scope:?} is not a scope token")).hint = Some(
+                    "a scope is one word of printable ASCII without spaces, quotes or backslashes, e.g. `orders:read`"
+                        .to_owned(),
+                );
+            } else if !kept.contains(scope) {
+                kept.push(scope.clone());
+            }
+        }
+        kept
     }
 
     /// Checks a tool's `task:`: its durations, and that `askFirst` has

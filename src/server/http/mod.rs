@@ -5,13 +5,17 @@
 //! - [`bind`]: resolving `--http HOST:PORT` and listening on every address;
 //! - [`listener`]: accepting connections, capped, with header and idle timeouts;
 //! - [`guard`]: the `Host`/`Origin` checks and the bearer token;
+//! - [`oauth`]: OAuth 2.1 access tokens (`--oauth-issuer`) and the
+//!   Protected Resource Metadata at `/.well-known/oauth-protected-resource`;
 //! - [`sessions`]: legacy sessions, capped, expiring when idle, one GET stream each.
 //!
 //! Every request to `/mcp` and `/readyz` passes the `Host` and `Origin`
 //! checks (loopback names by default, more by flag; 400 when malformed or
 //! ambiguous, 403 when foreign); `/mcp` then needs the bearer token when one
 //! is configured (401 with `WWW-Authenticate`, compared in constant time,
-//! never logged), and `/readyz` shows its details only with it. Allowed
+//! never logged), or a verified OAuth access token with `--oauth-issuer`
+//! (and, for `tools/call`, the tool's scopes: 403 without), and `/readyz`
+//! shows its details only with it. Allowed
 //! origins get CORS on `/mcp`. `/healthz` is open, for probes. Legacy clients
 //! get sessions (`Mcp-Session-Id`, the GET SSE stream, DELETE); 2026-07-28
 //! clients are served statelessly and listen on `subscriptions/listen`
@@ -25,6 +29,7 @@
 pub mod bind;
 pub mod guard;
 pub mod listener;
+pub mod oauth;
 pub mod sessions;
 
 use std::net::SocketAddr;
@@ -61,6 +66,8 @@ pub struct HttpOptions {
     pub allow_origins: Vec<String>,
     /// The bearer token clients must send, if any.
     pub auth_token: Option<String>,
+    /// OAuth access tokens clients must send, if any (never with `auth_token`).
+    pub oauth: Option<oauth::OAuthOptions>,
     /// Close a session after this long without activity (an open GET stream is activity).
     pub session_idle: Duration,
     /// Live sessions at most; a new one beyond is refused with 503.
@@ -81,6 +88,7 @@ impl HttpOptions {
             allow_hosts: Vec::new(),
             allow_origins: Vec::new(),
             auth_token: None,
+            oauth: None,
             session_idle: DEFAULT_SESSION_IDLE,
             max_sessions: DEFAULT_MAX_SESSIONS,
             max_connections: DEFAULT_MAX_CONNECTIONS,
@@ -112,6 +120,8 @@ struct AppState {
     /// the current catalog are kept (pruned when one is added).
     toolsets: std::sync::Mutex<std::collections::HashMap<String, ToolsetService>>,
     token: Option<String>,
+    /// Verifies OAuth access tokens, with `--oauth-issuer`.
+    verifier: Option<Arc<oauth::Verifier>>,
     access: Access,
     sessions: Arc<Sessions>,
     started: Instant,
@@ -235,6 +245,14 @@ fn router(
         .with_allowed_origins(origins)
         .with_max_request_body_bytes(options.max_body_bytes)
         .with_cancellation_token(closed);
+    let verifier = match &options.oauth {
+        Some(oauth) => {
+            let verifier = Arc::new(oauth::Verifier::new(oauth.clone())?);
+            tokio::spawn(Arc::clone(&verifier).prefetch());
+            Some(verifier)
+        }
+        None => None,
+    };
     let factory_shared = shared.clone();
     let mcp =
         StreamableHttpService::new(move || Ok(Handler::new(factory_shared.clone())), sessions.clone(), config.clone());
@@ -243,6 +261,7 @@ fn router(
         config,
         toolsets: std::sync::Mutex::default(),
         token: options.auth_token.clone(),
+        verifier: verifier.clone(),
         access: access.clone(),
         sessions,
         started: Instant::now(),
@@ -250,7 +269,7 @@ fn router(
         max_body_bytes: options.max_body_bytes,
     });
     let cors = cors(access);
-    Ok(Router::new()
+    let router = Router::new()
         .route_service("/mcp", mcp)
         .route("/mcp/{toolset}", axum::routing::any(toolset_mcp))
         .layer(axum::middleware::from_fn_with_state(state.clone(), explain_unreadable))
@@ -261,9 +280,36 @@ fn router(
         .layer(axum::middleware::from_fn(allow_param_headers))
         .route("/readyz", get(readyz))
         .layer(axum::middleware::from_fn_with_state(state.clone(), check_access))
-        .route("/healthz", get(healthz))
-        .layer(axum::middleware::from_fn(access_log))
-        .with_state(state))
+        .route("/healthz", get(healthz));
+    // Open to anyone, like `/healthz`: what a client needs to get a token.
+    let router = if verifier.is_some() {
+        router
+            .route("/.well-known/oauth-protected-resource", get(resource_metadata))
+            .route("/.well-known/oauth-protected-resource/{*path}", get(resource_metadata))
+    } else {
+        router
+    };
+    Ok(router.layer(axum::middleware::from_fn(access_log)).with_state(state))
+}
+
+/// RFC 9728's Protected Resource Metadata of `/mcp` (also at
+/// `/.well-known/oauth-protected-resource/mcp`) and of each toolset's
+/// endpoint (`…/mcp/{toolset}`): the issuer, and every scope the current
+/// catalog's tools ask for. 404 for another path.
+async fn resource_metadata(State(state): State<Arc<AppState>>, request: Request) -> Response {
+    let Some(verifier) = &state.verifier else { return StatusCode::NOT_FOUND.into_response() };
+    let path = request.uri().path().trim_start_matches("/.well-known/oauth-protected-resource");
+    let snapshot = state.shared.snapshot();
+    let endpoint = path.is_empty()
+        || path == "/mcp"
+        || path.strip_prefix("/mcp/").is_some_and(|toolset| snapshot.catalog.toolsets.contains_key(toolset));
+    if !endpoint {
+        return (StatusCode::NOT_FOUND, Json(json!({ "error": "no MCP endpoint at this path" }))).into_response();
+    }
+    let mut scopes: Vec<String> = snapshot.catalog.tools.iter().flat_map(|tool| tool.scopes.iter().cloned()).collect();
+    scopes.sort_unstable();
+    scopes.dedup();
+    Json(verifier.metadata(path, &scopes)).into_response()
 }
 
 /// `/mcp/{toolset}`: the MCP endpoint of one toolset of the current
@@ -398,9 +444,87 @@ fn unauthorized() -> Response {
     response
 }
 
-/// Requires `Authorization: Bearer <token>` on `/mcp` when a token is configured.
+/// Requires `Authorization: Bearer <token>` on `/mcp` when a token is
+/// configured; with `--oauth-issuer`, a verified access token, whose
+/// [`oauth::Caller`] the request then carries.
 async fn authorize(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
-    if authorized(&state, &request) { next.run(request).await } else { unauthorized() }
+    match &state.verifier {
+        Some(verifier) => authorize_oauth(&state, verifier, request, next).await,
+        None if authorized(&state, &request) => next.run(request).await,
+        None => unauthorized(),
+    }
+}
+
+/// The OAuth check: 401 without a verified token; 403 for a `tools/call`
+/// of a tool whose scopes the token lacks (read from the body, which is
+/// buffered, up to the body limit; the handler refuses such a call too,
+/// with the same JSON-RPC error, for whatever reaches it another way).
+async fn authorize_oauth(state: &AppState, verifier: &oauth::Verifier, request: Request, next: Next) -> Response {
+    let path = request.uri().path().to_owned();
+    let caller = match guard::bearer(request.headers()) {
+        Ok(Some(token)) => verifier.verify(token).await,
+        Ok(None) => return verifier.unauthorized(&path, None),
+        Err(malformed) => Err(oauth::Invalid(malformed.to_string())),
+    };
+    let caller = match caller {
+        Ok(caller) => caller,
+        Err(invalid) => {
+            tracing::debug!("refused a token: {invalid}");
+            return verifier.unauthorized(&path, Some(&invalid));
+        }
+    };
+    let (mut parts, body) = request.into_parts();
+    let body = if parts.method == Method::POST {
+        let Ok(bytes) = axum::body::to_bytes(body, state.max_body_bytes).await else {
+            let message = format!("Payload Too Large: request body exceeds {} bytes", state.max_body_bytes);
+            return (StatusCode::PAYLOAD_TOO_LARGE, message).into_response();
+        };
+        let snapshot = state.shared.snapshot();
+        // At `/mcp/{toolset}`, only that toolset's tools: another is unknown there, as rmcp will say.
+        let visible = |name: &str| match path.strip_prefix("/mcp/") {
+            Some(toolset) => {
+                snapshot.catalog.toolsets.get(toolset).is_some_and(|tools| tools.iter().any(|t| t == name))
+            }
+            None => true,
+        };
+        if let Some(call) = tool_call(&bytes)
+            && visible(&call.name)
+            && let Some(tool) = snapshot.catalog.tool(&call.name)
+        {
+            let missing = caller.missing(&tool.scopes);
+            if !missing.is_empty() {
+                return verifier.insufficient_scope(&path, call.id, &call.name, &tool.scopes, &missing);
+            }
+        }
+        axum::body::Body::from(bytes)
+    } else {
+        body
+    };
+    parts.extensions.insert(caller);
+    next.run(Request::from_parts(parts, body)).await
+}
+
+/// A `tools/call` request: its id and the tool's name.
+struct ToolCall {
+    id: serde_json::Value,
+    name: String,
+}
+
+/// The `tools/call` a JSON-RPC body holds, if it is one.
+fn tool_call(body: &[u8]) -> Option<ToolCall> {
+    #[derive(serde::Deserialize)]
+    struct Message {
+        #[serde(default)]
+        id: serde_json::Value,
+        method: String,
+        params: Params,
+    }
+    #[derive(serde::Deserialize)]
+    struct Params {
+        name: String,
+    }
+    let message: Message = serde_json::from_slice(body).ok()?;
+    (message.method == "tools/call").then_some(ToolCall { id: message.id, name: message.params.name })
 }
 
 /// Answers what the session manager refused: 503 when the server is at its
@@ -501,6 +625,8 @@ async fn readyz(State(state): State<Arc<AppState>>, request: Request) -> Respons
         "callsInFlight": state.shared.calls.count(),
     });
     let detailed = match (&state.token, guard::bearer(request.headers())) {
+        (None, Ok(Some(token))) if let Some(verifier) = &state.verifier => verifier.verify(token).await.is_ok(),
+        (None, _) if state.verifier.is_some() => false,
         (None, _) => true,
         (Some(_), Ok(None)) => false,
         (Some(_), _) if authorized(&state, &request) => true,
