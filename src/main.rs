@@ -76,8 +76,9 @@ enum Command {
         auth_token_env: Option<String>,
         /// HTTP: accept OAuth 2.1 access tokens (JWTs) from this authorization
         /// server: signature by its JWKS, `iss`, `aud`, `exp`/`nbf`; tools'
-        /// `scopes:` apply. Needs --public-url; not with --auth-token-env.
-        #[arg(long, value_name = "URL", requires_all = ["http", "public_url"], conflicts_with = "auth_token_env")]
+        /// `scopes:` apply. Needs --public-url. With --auth-token-env too, that
+        /// token is also accepted (the operator's: every tool, no `auth`).
+        #[arg(long, value_name = "URL", requires_all = ["http", "public_url"])]
         oauth_issuer: Option<String>,
         /// HTTP with --oauth-issuer: the audience tokens must name (`aud`).
         /// Default: the resource, PUBLIC_URL/mcp.

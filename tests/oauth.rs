@@ -320,3 +320,33 @@ fn a_new_key_is_fetched_when_a_token_names_it_and_unknown_keys_are_not_a_flood()
     let flood = issuer.fetches.load(Ordering::SeqCst) - before;
     assert!(flood <= 3, "ten unknown kids made {flood} JWKS fetches");
 }
+
+#[test]
+fn the_static_token_beside_oauth_is_the_operators() {
+    let key = Key::new("k1");
+    let issuer = Issuer::start(&[&key]);
+    let dir = TempDir::new("oauth-beside-token");
+    let catalog = dir.write("catalog.yaml", CATALOG);
+    let server = HttpServer::start(
+        &catalog,
+        &["--oauth-issuer", &issuer.url, "--public-url", PUBLIC_URL, "--auth-token-env", "OPERATOR_TOKEN"],
+        &[("OPERATOR_TOKEN", "operator-secret-0123456789")],
+    );
+
+    // The operator's token sees every tool, scoped or not, and has no `auth`.
+    let id = session(&server, "operator-secret-0123456789");
+    let listed = request(&server, "operator-secret-0123456789", &id, "tools/list", json!({}));
+    assert_eq!(tool_names(&listed), ["whoami", "orders"]);
+    let whoami =
+        request(&server, "operator-secret-0123456789", &id, "tools/call", json!({"name": "whoami", "arguments": {}}));
+    assert_eq!(whoami["result"]["isError"], true, "{whoami}");
+    assert!(common::text(&whoami["result"]).contains("no verified caller"), "{whoami}");
+
+    // An OAuth token still works beside it, with its scopes; a wrong token is refused.
+    let plain = key.sign(&issuer.url, json!({ "scope": "profile" }));
+    let id = session(&server, &plain);
+    assert_eq!(tool_names(&request(&server, &plain, &id, "tools/list", json!({}))), ["whoami"]);
+    let refused = post(&server, Some("operator-secret-0123456780"), None, &initialize());
+    assert_eq!(refused.status, 401);
+    assert!(refused.header("www-authenticate").unwrap_or_default().contains("invalid_token"));
+}

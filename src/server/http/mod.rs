@@ -66,7 +66,7 @@ pub struct HttpOptions {
     pub allow_origins: Vec<String>,
     /// The bearer token clients must send, if any.
     pub auth_token: Option<String>,
-    /// OAuth access tokens clients must send, if any (never with `auth_token`).
+    /// OAuth access tokens clients must send, if any (with `auth_token`: either).
     pub oauth: Option<oauth::OAuthOptions>,
     /// Close a session after this long without activity (an open GET stream is activity).
     pub session_idle: Duration,
@@ -446,9 +446,11 @@ fn unauthorized() -> Response {
 
 /// Requires `Authorization: Bearer <token>` on `/mcp` when a token is
 /// configured; with `--oauth-issuer`, a verified access token, whose
-/// [`oauth::Caller`] the request then carries.
+/// [`oauth::Caller`] the request then carries — or, when both are
+/// configured, the static token, the operator's: every tool, no `auth`.
 async fn authorize(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
     match &state.verifier {
+        Some(_) if state.token.is_some() && authorized(&state, &request) => next.run(request).await,
         Some(verifier) => authorize_oauth(&state, verifier, request, next).await,
         None if authorized(&state, &request) => next.run(request).await,
         None => unauthorized(),
@@ -624,13 +626,14 @@ async fn readyz(State(state): State<Arc<AppState>>, request: Request) -> Respons
         "sessions": state.sessions.len(),
         "callsInFlight": state.shared.calls.count(),
     });
-    let detailed = match (&state.token, guard::bearer(request.headers())) {
-        (None, Ok(Some(token))) if let Some(verifier) = &state.verifier => verifier.verify(token).await.is_ok(),
-        (None, _) if state.verifier.is_some() => false,
-        (None, _) => true,
-        (Some(_), Ok(None)) => false,
-        (Some(_), _) if authorized(&state, &request) => true,
-        (Some(_), _) => return unauthorized(),
+    let detailed = match guard::bearer(request.headers()) {
+        _ if state.token.is_none() && state.verifier.is_none() => true,
+        Ok(None) => false,
+        _ if state.token.is_some() && authorized(&state, &request) => true,
+        Ok(Some(token)) if let Some(verifier) = &state.verifier => verifier.verify(token).await.is_ok(),
+        // A wrong static token is refused, as on `/mcp`.
+        _ if state.verifier.is_none() => return unauthorized(),
+        _ => false,
     };
     // Not ready while a PostgreSQL database of this catalog does not answer.
     let databases = &snapshot.catalog.databases;
