@@ -36,4 +36,5 @@ pub mod render;
 pub mod resource;
 pub mod run;
 pub mod server;
+pub mod telemetry;
 pub mod uri_template;
