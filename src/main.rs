@@ -235,18 +235,25 @@ fn init_logging(format: LogFormat) -> Option<carte::telemetry::Tracing> {
     let filter = tracing_subscriber::EnvFilter::try_from_env("CARTE_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=error"));
     let filter = carte::telemetry::gate(filter, traces.is_some());
-    // They are never log lines.
-    let not_spans = Targets::new().with_default(LevelFilter::TRACE).with_target(TARGET, LevelFilter::OFF);
     let logs = tracing_subscriber::fmt::layer().with_writer(|| RedactedStderr(std::io::stderr())).with_target(false);
+    let logs = match format {
+        LogFormat::Json => logs.json().boxed(),
+        LogFormat::Text => logs.with_ansi(std::io::stderr().is_terminal()).boxed(),
+    };
+    // The spans for export are never log lines (off, the global filter disabled them already).
+    let logs = match traces {
+        Some(_) => logs
+            .with_filter(Targets::new().with_default(LevelFilter::TRACE).with_target(TARGET, LevelFilter::OFF))
+            .boxed(),
+        None => logs,
+    };
     // A client that leaves is not an error (see `server::logs`).
-    let base = tracing_subscriber::registry()
+    tracing_subscriber::registry()
         .with(filter)
         .with(carte::server::logs::ClientGone)
-        .with(traces.as_ref().map(|traces| traces.layer()));
-    match format {
-        LogFormat::Json => base.with(logs.json().with_filter(not_spans)).init(),
-        LogFormat::Text => base.with(logs.with_ansi(std::io::stderr().is_terminal()).with_filter(not_spans)).init(),
-    }
+        .with(traces.as_ref().map(|traces| traces.layer()))
+        .with(logs)
+        .init();
     if let Some(problem) = trace_problem {
         tracing::warn!("traces are off: {problem}");
     }
