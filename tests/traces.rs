@@ -3,7 +3,8 @@
 //! which is also the `http` tools' upstream and records the `traceparent`
 //! each upstream request carried. Asserts the server span of `tools/call`
 //! (name, kind, parent from `_meta.traceparent`, attributes), `error.type`
-//! for a tool error and a JSON-RPC error, the effect's CLIENT span and the
+//! for a tool error and a JSON-RPC error, the effects' spans (sql, command,
+//! and http's CLIENT span) and the
 //! trace context sent upstream, the `reload` span, HTTP's `tcp` transport
 //! and session id, and that nothing is sent or propagated with the
 //! variables unset.
@@ -125,6 +126,9 @@ fn attribute(span: &Value, key: &str) -> Option<Value> {
 }
 
 const CATALOG: &str = r#"
+databases:
+  main:
+    url: "sqlite::memory:"
 apis:
   prices:
     baseUrl: ${UPSTREAM}
@@ -141,6 +145,16 @@ tools:
     run:
       http: { api: prices, path: "/quotes/{{ room }}", query: { key: "k" } }
       text: "{{ json.price }}"
+  - name: count
+    description: Counts in SQL.
+    run:
+      sql: { database: main, statement: "SELECT 3 AS n" }
+      text: "{{ rows[0].n }}"
+  - name: shout
+    description: Runs a program.
+    run:
+      command: { argv: [sh, -c, "exit 3"], okExitCodes: [3] }
+      text: "{{ exit_code }}"
 "#;
 
 fn catalog(dir: &TempDir) -> std::path::PathBuf {
@@ -225,6 +239,28 @@ fn an_http_effect_is_a_client_span_whose_context_goes_upstream() {
     let sent = receiver.upstream();
     let expected = format!("00-{TRACE_ID}-{}-01", client["spanId"].as_str().unwrap_or_default());
     assert_eq!(sent, vec![Some(expected)]);
+    server.finish();
+}
+
+#[test]
+fn sql_and_command_effects_are_child_spans() {
+    let receiver = Receiver::start();
+    let dir = TempDir::new("traces-effects");
+    let env = receiver.env();
+    let mut server = Server::initialized(&catalog(&dir), &env_refs(&env));
+    assert_eq!(text(&call(&mut server, "count", json!({}))["result"]), "3");
+    assert_eq!(text(&call(&mut server, "shout", json!({}))["result"]), "3");
+
+    let count = receiver.wait_span("tools/call count", |_| true);
+    let sql = receiver.wait_span("sqlite", |span| span["parentSpanId"] == count["spanId"]);
+    assert_eq!(sql["kind"], 3, "CLIENT: {sql:#}");
+    assert_eq!(attribute(&sql, "db.system.name"), Some(json!("sqlite")));
+
+    let shout = receiver.wait_span("tools/call shout", |_| true);
+    let command = receiver.wait_span("sh", |span| span["parentSpanId"] == shout["spanId"]);
+    assert_eq!(attribute(&command, "process.executable.name"), Some(json!("sh")));
+    assert_eq!(attribute(&command, "process.exit.code"), Some(json!(3)));
+    assert_eq!(attribute(&command, "error.type"), None);
     server.finish();
 }
 
