@@ -4,10 +4,9 @@
 //! each upstream request carried. Asserts the server span of `tools/call`
 //! (name, kind, parent from `_meta.traceparent`, attributes), `error.type`
 //! for a tool error and a JSON-RPC error, the effects' spans (sql, command,
-//! and http's CLIENT span) and the
-//! trace context sent upstream, the `reload` span, HTTP's `tcp` transport
-//! and session id, and that nothing is sent or propagated with the
-//! variables unset.
+//! and http's CLIENT span with the trace context sent upstream), the
+//! `reload` span, HTTP's `tcp` transport and session id, and that nothing is
+//! sent or propagated with the variables unset.
 
 mod common;
 
