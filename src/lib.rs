@@ -13,6 +13,7 @@
 //!   the stdio transport, and the hub of connected sessions that
 //!   notifications fan out to; what the CLI and reload get from it is JSON or
 //!   carte's own types ([`server::Answer`], [`server::RequestError`]);
+//! - [`telemetry`]: OpenTelemetry traces, exported only when an OTLP endpoint is set;
 //! - [`reload`]: watching the catalog's files, loading the next snapshot,
 //!   swapping it in and announcing what changed.
 //!
@@ -36,4 +37,5 @@ pub mod render;
 pub mod resource;
 pub mod run;
 pub mod server;
+pub mod telemetry;
 pub mod uri_template;

@@ -227,29 +227,59 @@ enum Kind {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_logging(cli.log_format);
-    match run(cli) {
+    let traces = init_logging(cli.log_format);
+    let code = match run(cli) {
         Ok(code) => code,
         Err(err) => {
             eprintln!("carte: {err:#}");
             ExitCode::from(2)
         }
+    };
+    if let Some(traces) = traces {
+        traces.shutdown();
     }
+    code
 }
 
-fn init_logging(format: LogFormat) {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("CARTE_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=error"));
+/// Logs to stderr, and traces to an OTLP collector when the environment
+/// names one (see `carte::telemetry`): the exporter, to flush at exit.
+fn init_logging(format: LogFormat) -> Option<carte::telemetry::Tracing> {
+    use carte::telemetry::TARGET;
     use std::io::IsTerminal as _;
+    use tracing_subscriber::Layer as _;
+    use tracing_subscriber::filter::{LevelFilter, Targets};
     use tracing_subscriber::layer::SubscriberExt as _;
     use tracing_subscriber::util::SubscriberInitExt as _;
+    let (traces, trace_problem) = match carte::telemetry::Tracing::from_env() {
+        Ok(traces) => (traces, None),
+        Err(problem) => (None, Some(problem)),
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("CARTE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=error"));
+    let filter = carte::telemetry::gate(filter, traces.is_some());
     let logs = tracing_subscriber::fmt::layer().with_writer(|| RedactedStderr(std::io::stderr())).with_target(false);
+    let logs = match format {
+        LogFormat::Json => logs.json().boxed(),
+        LogFormat::Text => logs.with_ansi(std::io::stderr().is_terminal()).boxed(),
+    };
+    // The spans for export are never log lines (off, the global filter disabled them already).
+    let logs = match traces {
+        Some(_) => logs
+            .with_filter(Targets::new().with_default(LevelFilter::TRACE).with_target(TARGET, LevelFilter::OFF))
+            .boxed(),
+        None => logs,
+    };
     // A client that leaves is not an error (see `server::logs`).
-    let base = tracing_subscriber::registry().with(filter).with(carte::server::logs::ClientGone);
-    match format {
-        LogFormat::Json => base.with(logs.json()).init(),
-        LogFormat::Text => base.with(logs.with_ansi(std::io::stderr().is_terminal())).init(),
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(carte::server::logs::ClientGone)
+        .with(traces.as_ref().map(|traces| traces.layer()))
+        .with(logs)
+        .init();
+    if let Some(problem) = trace_problem {
+        tracing::warn!("traces are off: {problem}");
     }
+    traces
 }
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {

@@ -31,15 +31,16 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("diag", &[]),
     ("uri_template", &[]),
     ("duration", &[]),
+    ("telemetry", &[]),
     ("render", &["diag"]),
-    ("effect", &["diag", "duration", "render"]),
+    ("effect", &["diag", "duration", "render", "telemetry"]),
     ("catalog", &["diag", "duration", "effect", "render", "uri_template"]),
     ("resource", &["catalog", "effect", "render"]),
     ("content", &["catalog", "render", "resource"]),
     ("prompt", &["catalog", "content", "render"]),
     ("run", &["catalog", "content", "diag", "duration", "effect", "render"]),
-    ("server", &["catalog", "content", "prompt", "render", "resource", "run", "uri_template"]),
-    ("reload", &["catalog", "diag", "server"]),
+    ("server", &["catalog", "content", "prompt", "render", "resource", "run", "telemetry", "uri_template"]),
+    ("reload", &["catalog", "diag", "server", "telemetry"]),
 ];
 
 /// One token of Rust source: an identifier, a number, `::`, or one

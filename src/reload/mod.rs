@@ -33,6 +33,8 @@ use crate::catalog::model::LogLevel;
 use crate::catalog::{self, Inputs};
 use crate::diag;
 use crate::server::{Shared, Snapshot};
+use crate::telemetry;
+use tracing::Instrument as _;
 pub use watch::Mode;
 
 /// The logger name of reload messages to clients.
@@ -121,12 +123,34 @@ pub async fn run(
                 }
             }
         }
+        // Exported while traces are on (a root span: no request asked for it).
+        let span = tracing::info_span!(
+            target: telemetry::TARGET,
+            "reload",
+            carte.reload.outcome = tracing::field::Empty,
+            carte.generation = tracing::field::Empty,
+        );
+        let loading = load_settled(&root, &shared, &mut changes, writers.as_ref(), options).instrument(span.clone());
         let loaded = tokio::select! {
             () = &mut shutdown => return,
-            loaded = load_settled(&root, &shared, &mut changes, writers.as_ref(), options) => loaded,
+            loaded = loading => loaded,
         };
-        let Some((outcome, inputs)) = loaded else { continue };
-        let outcome = apply_setup(&root, outcome).await;
+        let Some((outcome, inputs)) = loaded else {
+            telemetry::failed(&span, "load_failed");
+            continue;
+        };
+        let outcome = apply_setup(&root, outcome).instrument(span.clone()).await;
+        match &outcome {
+            Outcome::Valid { next, .. } => {
+                span.record("carte.reload.outcome", "swapped");
+                span.record("carte.generation", i64::try_from(next.generation).unwrap_or(i64::MAX));
+            }
+            Outcome::Invalid { .. } => {
+                span.record("carte.reload.outcome", "invalid");
+                telemetry::failed(&span, "invalid_catalog");
+            }
+        }
+        drop(span);
         // Watch what this load read, and keep watching what the served catalog reads.
         let mut watched = inputs.clone();
         if matches!(outcome, Outcome::Valid { .. }) {

@@ -24,6 +24,7 @@ use super::http::oauth::Caller;
 use super::hub::{MAX_SUBSCRIPTIONS, Session, SubscribeError, severity, wire_level};
 use super::request_state::Binding;
 use super::snapshot::{Asked, View};
+use super::trace::{self, Target};
 use super::{Shared, tasks};
 use crate::catalog::Step;
 use crate::catalog::model::{LogLevel, TaskMode};
@@ -204,6 +205,72 @@ impl Handler {
             None => "stdio".to_owned(),
         }
     }
+
+    /// `tools/call`: the tool's steps, effect and result, as a task when
+    /// the tool and the client ask for one.
+    async fn run_tool(
+        &self,
+        request: &CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let _in_flight = self.shared.calls.start();
+        let snapshot = self.view()?;
+        let started = Instant::now();
+        let binding = Binding { method: "tools/call", name: &request.name, arguments: request.arguments.as_ref() };
+        if let Some(tool) = snapshot.tool(&request.name) {
+            check_scopes(context, tool)?;
+        }
+        let steps = snapshot.tool(&request.name).map(|tool| tool.steps.as_slice()).unwrap_or_default();
+        let (resume, answers) =
+            self.prepare(context, &binding, request.request_state.as_deref(), request.input_responses.clone(), steps)?;
+        let client = RequestClient { handler: self, context, answers };
+        // A tool with `task:`: a task for a client that declared the extension.
+        if let Some(tool) = snapshot.tool(&request.name)
+            && let Some(task) = tool.task
+        {
+            let capabilities = context.client_capabilities().unwrap_or_default();
+            if capabilities.supports_tasks() {
+                let (arguments, owner) = (request.arguments.clone().unwrap_or_default(), self.owner(context));
+                let call = tasks::Call {
+                    catalog: &snapshot.catalog,
+                    tool,
+                    arguments,
+                    owner,
+                    client: &client,
+                    capabilities,
+                    resume,
+                    caller: caller(context).map(|caller| Arc::clone(&caller.claims)),
+                };
+                return match self.shared.tasks.start(&self.shared, call).await? {
+                    Asked::Done(response) => Ok(response),
+                    Asked::Input { questions, resume } => Ok(self.input_required(&binding, questions, &resume)?.into()),
+                };
+            }
+            if task.mode == TaskMode::Required {
+                return Err(ErrorData::missing_required_client_capability(
+                    ClientCapabilities::builder().enable_tasks().build(),
+                ));
+            }
+        }
+        let called = snapshot.call_tool(&request.name, request.arguments.clone(), &client, resume).await?;
+        let (result, changed) = match called {
+            Asked::Done(done) => done,
+            Asked::Input { questions, resume } => return Ok(self.input_required(&binding, questions, &resume)?.into()),
+        };
+        if let Some(database) = changed {
+            super::live::changed(&self.shared, &database);
+        }
+        if result.is_error == Some(true) {
+            let text = result.content.iter().find_map(|c| c.as_text().map(|t| t.text.clone())).unwrap_or_default();
+            self.log(context, LoggingLevel::Notice, "carte.tools", || json!({ "tool": request.name, "error": text }))
+                .await;
+        } else {
+            let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
+            self.log(context, LoggingLevel::Debug, "carte.tools", || json!({ "tool": request.name, "ms": elapsed_ms }))
+                .await;
+        }
+        Ok(result.into())
+    }
 }
 
 /// Whether `declared` holds `capability` (`elicitation`, `sampling`, `roots`).
@@ -289,13 +356,16 @@ impl ServerHandler for Handler {
         request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let view = self.view()?;
-        match caller(&context) {
-            Some(caller) => {
-                view.list_tools_where(cursor(request).as_deref(), |tool| caller.missing(&tool.scopes).is_empty())
+        trace::traced(&context, "tools/list", Target::None, async {
+            let view = self.view()?;
+            match caller(&context) {
+                Some(caller) => {
+                    view.list_tools_where(cursor(request).as_deref(), |tool| caller.missing(&tool.scopes).is_empty())
+                }
+                None => view.list(cursor(request).as_deref()),
             }
-            None => view.list(cursor(request).as_deref()),
-        }
+        })
+        .await
     }
 
     async fn call_tool(
@@ -303,68 +373,7 @@ impl ServerHandler for Handler {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let _in_flight = self.shared.calls.start();
-        let snapshot = self.view()?;
-        let started = Instant::now();
-        let binding = Binding { method: "tools/call", name: &request.name, arguments: request.arguments.as_ref() };
-        if let Some(tool) = snapshot.tool(&request.name) {
-            check_scopes(&context, tool)?;
-        }
-        let steps = snapshot.tool(&request.name).map(|tool| tool.steps.as_slice()).unwrap_or_default();
-        let (resume, answers) =
-            self.prepare(&context, &binding, request.request_state.as_deref(), request.input_responses.clone(), steps)?;
-        let client = RequestClient { handler: self, context: &context, answers };
-        // A tool with `task:`: a task for a client that declared the extension.
-        if let Some(tool) = snapshot.tool(&request.name)
-            && let Some(task) = tool.task
-        {
-            let capabilities = context.client_capabilities().unwrap_or_default();
-            if capabilities.supports_tasks() {
-                let (arguments, owner) = (request.arguments.clone().unwrap_or_default(), self.owner(&context));
-                let call = tasks::Call {
-                    catalog: &snapshot.catalog,
-                    tool,
-                    arguments,
-                    owner,
-                    client: &client,
-                    capabilities,
-                    resume,
-                    caller: caller(&context).map(|caller| Arc::clone(&caller.claims)),
-                };
-                return match self.shared.tasks.start(&self.shared, call).await? {
-                    Asked::Done(response) => Ok(response),
-                    Asked::Input { questions, resume } => Ok(self.input_required(&binding, questions, &resume)?.into()),
-                };
-            }
-            if task.mode == TaskMode::Required {
-                return Err(ErrorData::missing_required_client_capability(
-                    ClientCapabilities::builder().enable_tasks().build(),
-                ));
-            }
-        }
-        let called = snapshot.call_tool(&request.name, request.arguments.clone(), &client, resume).await?;
-        let (result, changed) = match called {
-            Asked::Done(done) => done,
-            Asked::Input { questions, resume } => return Ok(self.input_required(&binding, questions, &resume)?.into()),
-        };
-        if let Some(database) = changed {
-            super::live::changed(&self.shared, &database);
-        }
-        if result.is_error == Some(true) {
-            let text = result.content.iter().find_map(|c| c.as_text().map(|t| t.text.clone())).unwrap_or_default();
-            self.log(&context, LoggingLevel::Notice, "carte.tools", || json!({ "tool": request.name, "error": text }))
-                .await;
-        } else {
-            let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
-            self.log(
-                &context,
-                LoggingLevel::Debug,
-                "carte.tools",
-                || json!({ "tool": request.name, "ms": elapsed_ms }),
-            )
-            .await;
-        }
-        Ok(result.into())
+        trace::traced(&context, "tools/call", Target::Tool(&request.name), self.run_tool(&request, &context)).await
     }
 
     async fn get_task(
@@ -395,9 +404,10 @@ impl ServerHandler for Handler {
     async fn list_prompts(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
-        self.view()?.list(cursor(request).as_deref())
+        trace::traced(&context, "prompts/list", Target::None, async { self.view()?.list(cursor(request).as_deref()) })
+            .await
     }
 
     async fn get_prompt(
@@ -405,32 +415,45 @@ impl ServerHandler for Handler {
         request: GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        let snapshot = self.view()?;
-        let binding = Binding { method: "prompts/get", name: &request.name, arguments: request.arguments.as_ref() };
-        let steps = snapshot.catalog.prompt(&request.name).map(|prompt| prompt.steps.as_slice()).unwrap_or_default();
-        let (resume, answers) =
-            self.prepare(&context, &binding, request.request_state.as_deref(), request.input_responses.clone(), steps)?;
-        let client = RequestClient { handler: self, context: &context, answers };
-        match snapshot.get_prompt(&request.name, request.arguments.clone(), &client, resume).await? {
-            Asked::Done(result) => Ok(result.into()),
-            Asked::Input { questions, resume } => Ok(self.input_required(&binding, questions, &resume)?.into()),
-        }
+        trace::traced(&context, "prompts/get", Target::Prompt(&request.name), async {
+            let snapshot = self.view()?;
+            let binding = Binding { method: "prompts/get", name: &request.name, arguments: request.arguments.as_ref() };
+            let steps =
+                snapshot.catalog.prompt(&request.name).map(|prompt| prompt.steps.as_slice()).unwrap_or_default();
+            let (resume, answers) = self.prepare(
+                &context,
+                &binding,
+                request.request_state.as_deref(),
+                request.input_responses.clone(),
+                steps,
+            )?;
+            let client = RequestClient { handler: self, context: &context, answers };
+            match snapshot.get_prompt(&request.name, request.arguments.clone(), &client, resume).await? {
+                Asked::Done(result) => Ok(result.into()),
+                Asked::Input { questions, resume } => Ok(self.input_required(&binding, questions, &resume)?.into()),
+            }
+        })
+        .await
     }
 
     async fn list_resources(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        self.view()?.list(cursor(request).as_deref())
+        trace::traced(&context, "resources/list", Target::None, async { self.view()?.list(cursor(request).as_deref()) })
+            .await
     }
 
     async fn list_resource_templates(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        self.view()?.list(cursor(request).as_deref())
+        trace::traced(&context, "resources/templates/list", Target::None, async {
+            self.view()?.list(cursor(request).as_deref())
+        })
+        .await
     }
 
     async fn read_resource(
@@ -438,27 +461,30 @@ impl ServerHandler for Handler {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        let snapshot = self.view()?;
-        let binding = Binding { method: "resources/read", name: &request.uri, arguments: None };
-        // Matching a URI is off the runtime thread; only a catalog whose resources ask needs it here.
-        let steps = if snapshot.resource_steps && modern(&context) {
-            super::snapshot::check_uri_length(&request.uri)?;
-            snapshot.steps_of(&request.uri).await
-        } else {
-            Vec::new()
-        };
-        let (resume, answers) = self.prepare(
-            &context,
-            &binding,
-            request.request_state.as_deref(),
-            request.input_responses.clone(),
-            &steps,
-        )?;
-        let client = RequestClient { handler: self, context: &context, answers };
-        match snapshot.read_resource_off_thread(&request.uri, &client, resume).await? {
-            Asked::Done(contents) => Ok(ReadResourceResult::new(contents).into()),
-            Asked::Input { questions, resume } => Ok(self.input_required(&binding, questions, &resume)?.into()),
-        }
+        trace::traced(&context, "resources/read", Target::Resource(&request.uri), async {
+            let snapshot = self.view()?;
+            let binding = Binding { method: "resources/read", name: &request.uri, arguments: None };
+            // Matching a URI is off the runtime thread; only a catalog whose resources ask needs it here.
+            let steps = if snapshot.resource_steps && modern(&context) {
+                super::snapshot::check_uri_length(&request.uri)?;
+                snapshot.steps_of(&request.uri).await
+            } else {
+                Vec::new()
+            };
+            let (resume, answers) = self.prepare(
+                &context,
+                &binding,
+                request.request_state.as_deref(),
+                request.input_responses.clone(),
+                &steps,
+            )?;
+            let client = RequestClient { handler: self, context: &context, answers };
+            match snapshot.read_resource_off_thread(&request.uri, &client, resume).await? {
+                Asked::Done(contents) => Ok(ReadResourceResult::new(contents).into()),
+                Asked::Input { questions, resume } => Ok(self.input_required(&binding, questions, &resume)?.into()),
+            }
+        })
+        .await
     }
 
     async fn subscribe(
@@ -496,9 +522,12 @@ impl ServerHandler for Handler {
     async fn complete(
         &self,
         request: CompleteRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
-        self.view()?.complete(&request.r#ref, &request.argument.name, &request.argument.value)
+        trace::traced(&context, "completion/complete", Target::None, async {
+            self.view()?.complete(&request.r#ref, &request.argument.name, &request.argument.value)
+        })
+        .await
     }
 
     async fn set_level(

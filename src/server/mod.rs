@@ -9,7 +9,8 @@
 //! - [`in_flight`]: counting calls and replies in flight, for shutdown;
 //! - [`jsonrpc`]: what to answer a message rmcp cannot read, on every transport;
 //! - [`request_state`]: the signed `requestState` of 2026-07-28 input-required results.
-//! - [`tasks`]: tools that run as tasks (the tasks extension).
+//! - [`tasks`]: tools that run as tasks (the tasks extension);
+//! - [`trace`]: the OpenTelemetry span of each request.
 //!
 //! [`Shared`] holds the current snapshot; every request takes it once and
 //! answers from that one.
@@ -25,6 +26,7 @@ pub mod request_state;
 pub mod snapshot;
 pub mod stdio;
 pub mod tasks;
+pub mod trace;
 
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::SystemTime;

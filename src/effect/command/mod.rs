@@ -35,6 +35,8 @@ use load::{Shown, check_cwd, check_timeout, find_program};
 use super::{Call, Check, Failure, Kind, Output, Sections, Template};
 use crate::diag::redact;
 use crate::duration::{DurationSpec, show_duration};
+use crate::telemetry;
+use tracing::Instrument as _;
 
 /// The `command` effect.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
@@ -309,10 +311,24 @@ impl Kind for Command {
             .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(true);
-        let ran = self.spawn_and_wait(command, stdin, call).await.map_err(Failure::Failed)?;
+        let span = tracing::info_span!(
+            target: telemetry::TARGET,
+            "command",
+            otel.name = %self.name,
+            process.executable.name = %self.name,
+            process.exit.code = tracing::field::Empty,
+        );
+        let ran = self.spawn_and_wait(command, stdin, call).instrument(span.clone()).await.map_err(|err| {
+            telemetry::failed(&span, "run_failed");
+            Failure::Failed(err)
+        })?;
         let status = ran.status;
         let exit_code = status.code();
+        if let Some(code) = exit_code {
+            span.record("process.exit.code", code);
+        }
         if !exit_code.is_some_and(|code| self.ok_exit_codes.contains(&code)) {
+            telemetry::failed(&span, "exit_code");
             return Err(Failure::Failed(redact(&self.failure(status, &ran.stderr)).into_owned()));
         }
         let mut notices = Vec::new();

@@ -39,6 +39,8 @@ use exchange::{error_body, show_status};
 use super::{Call, Check, Failure, Kind, Output, Sections, Template};
 use crate::diag::{Diagnostic, did_you_mean};
 use crate::duration::{DurationSpec, show_duration};
+use crate::telemetry;
+use tracing::Instrument as _;
 
 /// A call's timeout when neither the api nor the tool gives one.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -393,11 +395,17 @@ impl Kind for Http {
         Fut: Future<Output = Result<T, T>>,
     {
         let rendered = call.render(&self.templates).await.map_err(Failure::Failed)?;
-        let (request, label) = self.request(&rendered).map_err(Failure::Failed)?;
-        let exchange = self.exchange(request, &label);
+        let (mut request, label) = self.request(&rendered).map_err(Failure::Failed)?;
+        let span = self.client_span(&request);
+        telemetry::inject(&span, request.headers_mut());
+        let exchange = self.exchange(request, &label).instrument(span.clone());
         let answer = match tokio::time::timeout(self.timeout, exchange).await {
-            Ok(answer) => answer.map_err(Failure::Failed)?,
+            Ok(answer) => answer.map_err(|err| {
+                telemetry::failed(&span, "no_answer");
+                Failure::Failed(err)
+            })?,
             Err(_) => {
+                telemetry::failed(&span, "timeout");
                 return Err(Failure::Failed(format!(
                     "{label}: no answer within {} (the {} `timeout`)",
                     show_duration(self.timeout),
@@ -409,7 +417,9 @@ impl Kind for Http {
             Some(list) => list.contains(&answer.status.as_u16()),
             None => answer.status.is_success(),
         };
+        telemetry::attribute(&span, "http.response.status_code", i64::from(answer.status.as_u16()));
         if !ok {
+            telemetry::failed(&span, answer.status.as_str());
             return Err(Failure::Failed(format!(
                 "{label} answered {}{}",
                 show_status(answer.status),
@@ -418,6 +428,32 @@ impl Kind for Http {
         }
         let output = answer.output(self.max_bytes);
         finish(output).await.map_err(|reason| Failure::Refused { reason, undone: None })
+    }
+}
+
+impl Http {
+    /// The CLIENT span of one exchange (disabled while traces are off):
+    /// `http.request.method` and `url.full` without the query, which may
+    /// carry a key; its trace context goes upstream in `traceparent`.
+    fn client_span(&self, request: &reqwest::Request) -> tracing::Span {
+        let span = tracing::info_span!(
+            target: telemetry::TARGET,
+            "http",
+            otel.name = %self.method,
+            otel.kind = "client",
+            http.request.method = %self.method,
+            url.full = tracing::field::Empty,
+            server.address = tracing::field::Empty,
+        );
+        if !span.is_disabled() {
+            let url = request.url();
+            let full = format!("{}{}", url.origin().ascii_serialization(), url.path());
+            span.record("url.full", crate::diag::redact(&full).as_ref());
+            if let Some(host) = url.host_str() {
+                span.record("server.address", host);
+            }
+        }
+        span
     }
 }
 

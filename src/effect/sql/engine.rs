@@ -157,6 +157,14 @@ impl Database {
         }
     }
 
+    /// Its engine, as OpenTelemetry's `db.system.name` says it.
+    pub fn system_name(&self) -> &'static str {
+        match self {
+            Database::Sqlite(_) => "sqlite",
+            Database::Postgres(_) => "postgresql",
+        }
+    }
+
     /// Whether it is a file (SQLite) that any entry with its path may share.
     pub fn is_file(&self) -> bool {
         matches!(self, Database::Sqlite(db) if db.path.is_some())

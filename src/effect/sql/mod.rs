@@ -33,6 +33,8 @@ pub use read::{Query, ReadSpec};
 use super::{Call, Check, Failure, Kind, Output, Sections, Template};
 use crate::diag::{Diagnostic, did_you_mean};
 use crate::duration::DurationSpec;
+use crate::telemetry;
+use tracing::Instrument as _;
 
 /// A named database.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
@@ -206,13 +208,27 @@ impl Kind for Sql {
                 arguments.insert(name.clone(), value);
             }
         }
-        let outcome =
-            self.database.transact(&self.statement, arguments, self.timeout, |rows| finish(self.output(rows))).await;
+        let span = tracing::info_span!(
+            target: telemetry::TARGET,
+            "sql",
+            otel.name = self.database.system_name(),
+            otel.kind = "client",
+            db.system.name = self.database.system_name(),
+        );
+        let outcome = self
+            .database
+            .transact(&self.statement, arguments, self.timeout, |rows| finish(self.output(rows)))
+            .instrument(span.clone())
+            .await;
         outcome.map_err(|aborted| match aborted {
             Aborted::Refused { reason, rolled_back } => {
+                telemetry::failed(&span, "result_refused");
                 Failure::Refused { reason, undone: rolled_back.then_some(ROLLED_BACK) }
             }
-            Aborted::Statement(err) => Failure::Failed(err.to_string()),
+            Aborted::Statement(err) => {
+                telemetry::failed(&span, "statement_failed");
+                Failure::Failed(err.to_string())
+            }
         })
     }
 }
