@@ -30,6 +30,7 @@ pub mod content;
 pub mod diag;
 pub mod duration;
 pub mod effect;
+pub mod metrics;
 pub mod prompt;
 pub mod reload;
 pub mod render;

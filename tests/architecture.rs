@@ -31,15 +31,16 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("diag", &[]),
     ("uri_template", &[]),
     ("duration", &[]),
+    ("metrics", &[]),
     ("render", &["diag"]),
     ("effect", &["diag", "duration", "render"]),
     ("catalog", &["diag", "duration", "effect", "render", "uri_template"]),
     ("resource", &["catalog", "effect", "render"]),
     ("content", &["catalog", "render", "resource"]),
     ("prompt", &["catalog", "content", "render"]),
-    ("run", &["catalog", "content", "diag", "duration", "effect", "render"]),
-    ("server", &["catalog", "content", "prompt", "render", "resource", "run", "uri_template"]),
-    ("reload", &["catalog", "diag", "server"]),
+    ("run", &["catalog", "content", "diag", "duration", "effect", "metrics", "render"]),
+    ("server", &["catalog", "content", "metrics", "prompt", "render", "resource", "run", "uri_template"]),
+    ("reload", &["catalog", "diag", "metrics", "server"]),
 ];
 
 /// One token of Rust source: an identifier, a number, `::`, or one

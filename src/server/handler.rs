@@ -26,8 +26,8 @@ use super::snapshot::{Asked, View};
 use super::{Shared, tasks};
 use crate::catalog::Step;
 use crate::catalog::model::{LogLevel, TaskMode};
-use crate::run;
 use crate::run::steps::{Client, ClientFuture, Question, Resume, Unanswered};
+use crate::{metrics, run};
 use rmcp::model::{
     CancelTaskParams, ClientCapabilities, CreateMessageRequestParams, ElicitRequestParams, GetTaskParams,
     GetTaskResult, InputRequest, InputRequests, InputRequiredResult, InputResponses, ProgressNotificationParam,
@@ -67,6 +67,12 @@ pub struct Handler {
     /// Cancelled when the client's input ends (stdio: end of stdin), which
     /// ends its listen streams: nobody is left to cancel them.
     input_closed: CancellationToken,
+    /// When the handler was made: a session's start.
+    opened: Instant,
+    /// Set by a request of a legacy session, or any over stdio: this
+    /// handler is a session whose duration is recorded when it ends (HTTP
+    /// 2026-07-28 requests are not sessions).
+    session_labels: std::sync::OnceLock<metrics::Session>,
 }
 
 impl Handler {
@@ -85,7 +91,37 @@ impl Handler {
     /// tool) whose listen streams also end when `input_closed` is cancelled.
     pub fn of_toolset(shared: Arc<Shared>, toolset: Option<Arc<str>>, input_closed: CancellationToken) -> Handler {
         let session = shared.hub.new_session_in(toolset);
-        Handler { shared, session, input_closed }
+        Handler { shared, session, input_closed, opened: Instant::now(), session_labels: std::sync::OnceLock::new() }
+    }
+
+    /// The `gen_ai_tool_name` of a call to `name`: bounded by the catalog.
+    fn tool_label(&self, name: &str) -> Arc<str> {
+        let known = self.view().is_ok_and(|view| view.tool(name).is_some());
+        metrics::tool_label(name, known)
+    }
+
+    /// Starts measuring a request of `method` (and `tool`, for `tools/call`):
+    /// [`Measure::run`] records how long it took and how it ended. A request
+    /// of a legacy session, or any over stdio, makes this handler a session.
+    fn measure(&self, context: &RequestContext<RoleServer>, method: &'static str, tool: Option<Arc<str>>) -> Measure {
+        let over_http = context.extensions.get::<axum::http::request::Parts>().is_some();
+        let network_transport = if over_http { metrics::Transport::Tcp } else { metrics::Transport::Pipe };
+        let version = context.protocol_version();
+        let mcp_protocol_version = metrics::protocol_version(version.as_ref().map(|version| version.as_str()));
+        // After `initialize`, when the session's version is known.
+        if method != "initialize" && (!over_http || !modern(context)) {
+            let _ = self.session_labels.set(metrics::Session { mcp_protocol_version, network_transport });
+        }
+        Measure {
+            labels: metrics::Operation {
+                mcp_method_name: method,
+                gen_ai_tool_name: tool,
+                error_type: metrics::Ending::Answered,
+                mcp_protocol_version,
+                network_transport,
+            },
+            started: Instant::now(),
+        }
     }
 
     /// The current snapshot as this session sees it: the one place every
@@ -214,8 +250,56 @@ pub(super) fn has_capability(declared: &ClientCapabilities, capability: &str) ->
 impl Drop for Handler {
     fn drop(&mut self) {
         self.shared.hub.leave(self.session.id);
+        if let Some(labels) = self.session_labels.get() {
+            metrics::session(labels, self.opened.elapsed());
+        }
     }
 }
+
+/// One request being measured (see [`Handler::measure`]).
+struct Measure {
+    labels: metrics::Operation,
+    started: Instant,
+}
+
+impl Measure {
+    /// Runs `work` and records its duration and ending. A request whose
+    /// client went away (the future dropped) is not recorded.
+    async fn run<T: Ending>(mut self, work: impl Future<Output = Result<T, ErrorData>>) -> Result<T, ErrorData> {
+        let result = work.await;
+        self.labels.error_type = match &result {
+            Ok(answer) if answer.is_tool_error() => metrics::Ending::ToolError,
+            Ok(_) => metrics::Ending::Answered,
+            Err(error) => metrics::Ending::Error(error.code.0),
+        };
+        metrics::operation(&self.labels, self.started.elapsed());
+        result
+    }
+}
+
+/// Whether an answer is a tool's error result (`isError: true`).
+trait Ending {
+    fn is_tool_error(&self) -> bool {
+        false
+    }
+}
+
+impl Ending for CallToolResponse {
+    fn is_tool_error(&self) -> bool {
+        matches!(self, CallToolResponse::Complete(result) if result.is_error == Some(true))
+    }
+}
+
+impl Ending for () {}
+impl Ending for InitializeResult {}
+impl Ending for ListToolsResult {}
+impl Ending for ListPromptsResult {}
+impl Ending for GetPromptResponse {}
+impl Ending for ListResourcesResult {}
+impl Ending for ListResourceTemplatesResult {}
+impl Ending for ReadResourceResponse {}
+impl Ending for CompleteResult {}
+impl Ending for GetTaskResult {}
 
 /// Whether the request came from a 2026-07-28 (stateless) client.
 fn modern(context: &RequestContext<RoleServer>) -> bool {
@@ -253,20 +337,26 @@ impl ServerHandler for Handler {
         request: InitializeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, ErrorData> {
-        if modern(&context) {
-            return Err(removed("initialize"));
-        }
-        context.peer.set_peer_info(request.clone());
-        self.shared.hub.join(&self.session, context.peer.clone());
-        self.negotiate_initialize(&request)
+        self.measure(&context, "initialize", None)
+            .run(async move {
+                if modern(&context) {
+                    return Err(removed("initialize"));
+                }
+                context.peer.set_peer_info(request.clone());
+                self.shared.hub.join(&self.session, context.peer.clone());
+                self.negotiate_initialize(&request)
+            })
+            .await
     }
 
     async fn list_tools(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        self.view()?.list(cursor(request).as_deref())
+        self.measure(&context, "tools/list", None)
+            .run(async move { self.view()?.list(cursor(request).as_deref()) })
+            .await
     }
 
     async fn call_tool(
@@ -274,64 +364,85 @@ impl ServerHandler for Handler {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let _in_flight = self.shared.calls.start();
-        let snapshot = self.view()?;
-        let started = Instant::now();
-        let binding = Binding { method: "tools/call", name: &request.name, arguments: request.arguments.as_ref() };
-        let steps = snapshot.tool(&request.name).map(|tool| tool.steps.as_slice()).unwrap_or_default();
-        let (resume, answers) =
-            self.prepare(&context, &binding, request.request_state.as_deref(), request.input_responses.clone(), steps)?;
-        let client = RequestClient { handler: self, context: &context, answers };
-        // A tool with `task:`: a task for a client that declared the extension.
-        if let Some(tool) = snapshot.tool(&request.name)
-            && let Some(task) = tool.task
-        {
-            let capabilities = context.client_capabilities().unwrap_or_default();
-            if capabilities.supports_tasks() {
-                let (arguments, owner) = (request.arguments.clone().unwrap_or_default(), self.owner(&context));
-                let call = tasks::Call {
-                    catalog: &snapshot.catalog,
-                    tool,
-                    arguments,
-                    owner,
-                    client: &client,
-                    capabilities,
-                    resume,
+        let tool = self.tool_label(&request.name);
+        self.measure(&context, "tools/call", Some(tool))
+            .run(async move {
+                let _in_flight = self.shared.calls.start();
+                let snapshot = self.view()?;
+                let started = Instant::now();
+                let binding =
+                    Binding { method: "tools/call", name: &request.name, arguments: request.arguments.as_ref() };
+                let steps = snapshot.tool(&request.name).map(|tool| tool.steps.as_slice()).unwrap_or_default();
+                let (resume, answers) = self.prepare(
+                    &context,
+                    &binding,
+                    request.request_state.as_deref(),
+                    request.input_responses.clone(),
+                    steps,
+                )?;
+                let client = RequestClient { handler: self, context: &context, answers };
+                // A tool with `task:`: a task for a client that declared the extension.
+                if let Some(tool) = snapshot.tool(&request.name)
+                    && let Some(task) = tool.task
+                {
+                    let capabilities = context.client_capabilities().unwrap_or_default();
+                    if capabilities.supports_tasks() {
+                        let (arguments, owner) = (request.arguments.clone().unwrap_or_default(), self.owner(&context));
+                        let call = tasks::Call {
+                            catalog: &snapshot.catalog,
+                            tool,
+                            arguments,
+                            owner,
+                            client: &client,
+                            capabilities,
+                            resume,
+                        };
+                        return match self.shared.tasks.start(&self.shared, call).await? {
+                            Asked::Done(response) => Ok(response),
+                            Asked::Input { questions, resume } => {
+                                Ok(self.input_required(&binding, questions, &resume)?.into())
+                            }
+                        };
+                    }
+                    if task.mode == TaskMode::Required {
+                        return Err(ErrorData::missing_required_client_capability(
+                            ClientCapabilities::builder().enable_tasks().build(),
+                        ));
+                    }
+                }
+                let called = snapshot.call_tool(&request.name, request.arguments.clone(), &client, resume).await?;
+                let (result, changed) = match called {
+                    Asked::Done(done) => done,
+                    Asked::Input { questions, resume } => {
+                        return Ok(self.input_required(&binding, questions, &resume)?.into());
+                    }
                 };
-                return match self.shared.tasks.start(&self.shared, call).await? {
-                    Asked::Done(response) => Ok(response),
-                    Asked::Input { questions, resume } => Ok(self.input_required(&binding, questions, &resume)?.into()),
-                };
-            }
-            if task.mode == TaskMode::Required {
-                return Err(ErrorData::missing_required_client_capability(
-                    ClientCapabilities::builder().enable_tasks().build(),
-                ));
-            }
-        }
-        let called = snapshot.call_tool(&request.name, request.arguments.clone(), &client, resume).await?;
-        let (result, changed) = match called {
-            Asked::Done(done) => done,
-            Asked::Input { questions, resume } => return Ok(self.input_required(&binding, questions, &resume)?.into()),
-        };
-        if let Some(database) = changed {
-            super::live::changed(&self.shared, &database);
-        }
-        if result.is_error == Some(true) {
-            let text = result.content.iter().find_map(|c| c.as_text().map(|t| t.text.clone())).unwrap_or_default();
-            self.log(&context, LoggingLevel::Notice, "carte.tools", || json!({ "tool": request.name, "error": text }))
-                .await;
-        } else {
-            let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
-            self.log(
-                &context,
-                LoggingLevel::Debug,
-                "carte.tools",
-                || json!({ "tool": request.name, "ms": elapsed_ms }),
-            )
-            .await;
-        }
-        Ok(result.into())
+                if let Some(database) = changed {
+                    super::live::changed(&self.shared, &database);
+                }
+                if result.is_error == Some(true) {
+                    let text =
+                        result.content.iter().find_map(|c| c.as_text().map(|t| t.text.clone())).unwrap_or_default();
+                    self.log(
+                        &context,
+                        LoggingLevel::Notice,
+                        "carte.tools",
+                        || json!({ "tool": request.name, "error": text }),
+                    )
+                    .await;
+                } else {
+                    let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
+                    self.log(
+                        &context,
+                        LoggingLevel::Debug,
+                        "carte.tools",
+                        || json!({ "tool": request.name, "ms": elapsed_ms }),
+                    )
+                    .await;
+                }
+                Ok(result.into())
+            })
+            .await
     }
 
     async fn get_task(
@@ -339,7 +450,11 @@ impl ServerHandler for Handler {
         request: GetTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, ErrorData> {
-        Ok(GetTaskResult::new(self.shared.tasks.get(&self.owner(&context), &request.task_id).await?))
+        self.measure(&context, "tasks/get", None)
+            .run(async move {
+                Ok(GetTaskResult::new(self.shared.tasks.get(&self.owner(&context), &request.task_id).await?))
+            })
+            .await
     }
 
     async fn update_task(
@@ -347,8 +462,12 @@ impl ServerHandler for Handler {
         request: UpdateTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        let answers = request.input_responses.into_iter().collect();
-        self.shared.tasks.update(&self.owner(&context), &request.task_id, answers).await
+        self.measure(&context, "tasks/update", None)
+            .run(async move {
+                let answers = request.input_responses.into_iter().collect();
+                self.shared.tasks.update(&self.owner(&context), &request.task_id, answers).await
+            })
+            .await
     }
 
     async fn cancel_task(
@@ -356,15 +475,19 @@ impl ServerHandler for Handler {
         request: CancelTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        self.shared.tasks.cancel(&self.owner(&context), &request.task_id).await
+        self.measure(&context, "tasks/cancel", None)
+            .run(async move { self.shared.tasks.cancel(&self.owner(&context), &request.task_id).await })
+            .await
     }
 
     async fn list_prompts(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
-        self.view()?.list(cursor(request).as_deref())
+        self.measure(&context, "prompts/list", None)
+            .run(async move { self.view()?.list(cursor(request).as_deref()) })
+            .await
     }
 
     async fn get_prompt(
@@ -372,32 +495,47 @@ impl ServerHandler for Handler {
         request: GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        let snapshot = self.view()?;
-        let binding = Binding { method: "prompts/get", name: &request.name, arguments: request.arguments.as_ref() };
-        let steps = snapshot.catalog.prompt(&request.name).map(|prompt| prompt.steps.as_slice()).unwrap_or_default();
-        let (resume, answers) =
-            self.prepare(&context, &binding, request.request_state.as_deref(), request.input_responses.clone(), steps)?;
-        let client = RequestClient { handler: self, context: &context, answers };
-        match snapshot.get_prompt(&request.name, request.arguments.clone(), &client, resume).await? {
-            Asked::Done(result) => Ok(result.into()),
-            Asked::Input { questions, resume } => Ok(self.input_required(&binding, questions, &resume)?.into()),
-        }
+        self.measure(&context, "prompts/get", None)
+            .run(async move {
+                let snapshot = self.view()?;
+                let binding =
+                    Binding { method: "prompts/get", name: &request.name, arguments: request.arguments.as_ref() };
+                let steps =
+                    snapshot.catalog.prompt(&request.name).map(|prompt| prompt.steps.as_slice()).unwrap_or_default();
+                let (resume, answers) = self.prepare(
+                    &context,
+                    &binding,
+                    request.request_state.as_deref(),
+                    request.input_responses.clone(),
+                    steps,
+                )?;
+                let client = RequestClient { handler: self, context: &context, answers };
+                match snapshot.get_prompt(&request.name, request.arguments.clone(), &client, resume).await? {
+                    Asked::Done(result) => Ok(result.into()),
+                    Asked::Input { questions, resume } => Ok(self.input_required(&binding, questions, &resume)?.into()),
+                }
+            })
+            .await
     }
 
     async fn list_resources(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        self.view()?.list(cursor(request).as_deref())
+        self.measure(&context, "resources/list", None)
+            .run(async move { self.view()?.list(cursor(request).as_deref()) })
+            .await
     }
 
     async fn list_resource_templates(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        self.view()?.list(cursor(request).as_deref())
+        self.measure(&context, "resources/templates/list", None)
+            .run(async move { self.view()?.list(cursor(request).as_deref()) })
+            .await
     }
 
     async fn read_resource(
@@ -405,27 +543,31 @@ impl ServerHandler for Handler {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        let snapshot = self.view()?;
-        let binding = Binding { method: "resources/read", name: &request.uri, arguments: None };
-        // Matching a URI is off the runtime thread; only a catalog whose resources ask needs it here.
-        let steps = if snapshot.resource_steps && modern(&context) {
-            super::snapshot::check_uri_length(&request.uri)?;
-            snapshot.steps_of(&request.uri).await
-        } else {
-            Vec::new()
-        };
-        let (resume, answers) = self.prepare(
-            &context,
-            &binding,
-            request.request_state.as_deref(),
-            request.input_responses.clone(),
-            &steps,
-        )?;
-        let client = RequestClient { handler: self, context: &context, answers };
-        match snapshot.read_resource_off_thread(&request.uri, &client, resume).await? {
-            Asked::Done(contents) => Ok(ReadResourceResult::new(contents).into()),
-            Asked::Input { questions, resume } => Ok(self.input_required(&binding, questions, &resume)?.into()),
-        }
+        self.measure(&context, "resources/read", None)
+            .run(async move {
+                let snapshot = self.view()?;
+                let binding = Binding { method: "resources/read", name: &request.uri, arguments: None };
+                // Matching a URI is off the runtime thread; only a catalog whose resources ask needs it here.
+                let steps = if snapshot.resource_steps && modern(&context) {
+                    super::snapshot::check_uri_length(&request.uri)?;
+                    snapshot.steps_of(&request.uri).await
+                } else {
+                    Vec::new()
+                };
+                let (resume, answers) = self.prepare(
+                    &context,
+                    &binding,
+                    request.request_state.as_deref(),
+                    request.input_responses.clone(),
+                    &steps,
+                )?;
+                let client = RequestClient { handler: self, context: &context, answers };
+                match snapshot.read_resource_off_thread(&request.uri, &client, resume).await? {
+                    Asked::Done(contents) => Ok(ReadResourceResult::new(contents).into()),
+                    Asked::Input { questions, resume } => Ok(self.input_required(&binding, questions, &resume)?.into()),
+                }
+            })
+            .await
     }
 
     async fn subscribe(
@@ -433,19 +575,23 @@ impl ServerHandler for Handler {
         request: SubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        if modern(&context) {
-            return Err(removed("resources/subscribe"));
-        }
-        known_resource(&*self.view()?, &request.uri)?;
-        self.shared.hub.subscribe(&self.session, &request.uri).map_err(|err| match err {
-            SubscribeError::TooMany => {
-                ErrorData::invalid_params(err.to_string(), Some(json!({ "limit": MAX_SUBSCRIPTIONS })))
-            }
-            SubscribeError::NotJoined => ErrorData::invalid_request(err.to_string(), None),
-        })?;
-        // What the subscriber starts from, for a resource that reads a database.
-        super::live::subscribed(&self.shared, [request.uri]).await;
-        Ok(())
+        self.measure(&context, "resources/subscribe", None)
+            .run(async move {
+                if modern(&context) {
+                    return Err(removed("resources/subscribe"));
+                }
+                known_resource(&*self.view()?, &request.uri)?;
+                self.shared.hub.subscribe(&self.session, &request.uri).map_err(|err| match err {
+                    SubscribeError::TooMany => {
+                        ErrorData::invalid_params(err.to_string(), Some(json!({ "limit": MAX_SUBSCRIPTIONS })))
+                    }
+                    SubscribeError::NotJoined => ErrorData::invalid_request(err.to_string(), None),
+                })?;
+                // What the subscriber starts from, for a resource that reads a database.
+                super::live::subscribed(&self.shared, [request.uri]).await;
+                Ok(())
+            })
+            .await
     }
 
     async fn unsubscribe(
@@ -453,19 +599,25 @@ impl ServerHandler for Handler {
         request: UnsubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        if modern(&context) {
-            return Err(removed("resources/unsubscribe"));
-        }
-        self.shared.hub.unsubscribe(&self.session, &request.uri);
-        Ok(())
+        self.measure(&context, "resources/unsubscribe", None)
+            .run(async move {
+                if modern(&context) {
+                    return Err(removed("resources/unsubscribe"));
+                }
+                self.shared.hub.unsubscribe(&self.session, &request.uri);
+                Ok(())
+            })
+            .await
     }
 
     async fn complete(
         &self,
         request: CompleteRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
-        self.view()?.complete(&request.r#ref, &request.argument.name, &request.argument.value)
+        self.measure(&context, "completion/complete", None)
+            .run(async move { self.view()?.complete(&request.r#ref, &request.argument.name, &request.argument.value) })
+            .await
     }
 
     async fn set_level(
@@ -473,11 +625,15 @@ impl ServerHandler for Handler {
         request: SetLevelRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        if modern(&context) {
-            return Err(removed("logging/setLevel"));
-        }
-        self.session.set_level(request.level);
-        Ok(())
+        self.measure(&context, "logging/setLevel", None)
+            .run(async move {
+                if modern(&context) {
+                    return Err(removed("logging/setLevel"));
+                }
+                self.session.set_level(request.level);
+                Ok(())
+            })
+            .await
     }
 
     /// Accepts a valid filter as requested; for an invalid one, accepts
