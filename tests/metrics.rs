@@ -124,6 +124,23 @@ fn calls_effects_and_reloads_show_in_metrics() {
 }
 
 #[test]
+fn stateless_requests_are_operations_not_sessions() {
+    let dir = TempDir::new("metrics-2026");
+    let path = dir.write("catalog.yaml", CATALOG);
+    let server = HttpServer::start(&path, &[], &[]);
+    let meta = common::meta_2026(json!({}));
+    let message = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "greet", "arguments": {}, "_meta": meta}});
+    let headers = [("MCP-Protocol-Version", "2026-07-28"), ("Mcp-Method", "tools/call"), ("Mcp-Name", "greet")];
+    let response = send(server.addr, "POST", "/mcp", &headers, Some(&message));
+    assert_eq!(response.status, 200);
+    let text = scrape(&server);
+    let series = r#"mcp_server_operation_duration_seconds_count{mcp_method_name="tools/call",gen_ai_tool_name="greet",error_type="",mcp_protocol_version="2026-07-28",network_transport="tcp"}"#;
+    assert_eq!(sample(&text, series), Some(1.0), "{text}");
+    assert!(!text.contains("mcp_server_session_duration_seconds_count"), "{text}");
+}
+
+#[test]
 fn metrics_are_behind_the_host_guard_but_not_the_token() {
     let dir = TempDir::new("metrics-guard");
     let path = dir.write("catalog.yaml", CATALOG);
