@@ -7,6 +7,7 @@
 //! - [`effect`]: what tools do before their result renders (`sql`): each
 //!   effect's keys, load-time checks and run, in its own module;
 //! - [`render`]: the minijinja environment (`fail()`, fuel);
+//! - [`metrics`]: the Prometheus registry `/metrics` serves;
 //! - [`run`], [`prompt`], [`resource`], [`content`]: what tools, prompts and
 //!   resources produce from a catalog snapshot, in carte's own types;
 //! - [`server`]: the only module that speaks MCP (rmcp): the handler, lists,
@@ -31,6 +32,7 @@ pub mod content;
 pub mod diag;
 pub mod duration;
 pub mod effect;
+pub mod metrics;
 pub mod prompt;
 pub mod reload;
 pub mod render;

@@ -32,15 +32,16 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("uri_template", &[]),
     ("duration", &[]),
     ("telemetry", &[]),
+    ("metrics", &[]),
     ("render", &["diag"]),
     ("effect", &["diag", "duration", "render", "telemetry"]),
     ("catalog", &["diag", "duration", "effect", "render", "uri_template"]),
     ("resource", &["catalog", "effect", "render"]),
     ("content", &["catalog", "render", "resource"]),
     ("prompt", &["catalog", "content", "render"]),
-    ("run", &["catalog", "content", "diag", "duration", "effect", "render"]),
-    ("server", &["catalog", "content", "prompt", "render", "resource", "run", "telemetry", "uri_template"]),
-    ("reload", &["catalog", "diag", "server", "telemetry"]),
+    ("run", &["catalog", "content", "diag", "duration", "effect", "metrics", "render"]),
+    ("server", &["catalog", "content", "metrics", "prompt", "render", "resource", "run", "telemetry", "uri_template"]),
+    ("reload", &["catalog", "diag", "metrics", "server", "telemetry"]),
 ];
 
 /// One token of Rust source: an identifier, a number, `::`, or one

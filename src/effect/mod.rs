@@ -262,6 +262,13 @@ macro_rules! effects {
                 }
             }
 
+            /// Its key under `run` (`sql`, `http`, `command`).
+            pub fn key(&self) -> &'static str {
+                match self {
+                    $(Effect::$kind(_) => stringify!($key),)*
+                }
+            }
+
             /// Runs it, then `finish` (see [`Kind::run`]).
             pub async fn run<T, F, Fut>(&self, call: &dyn Call, arguments: Map<String, Value>, finish: F) -> Result<T, Failure<T>>
             where

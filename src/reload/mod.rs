@@ -31,9 +31,8 @@ use tokio::sync::mpsc;
 
 use crate::catalog::model::LogLevel;
 use crate::catalog::{self, Inputs};
-use crate::diag;
 use crate::server::{Shared, Snapshot};
-use crate::telemetry;
+use crate::{diag, metrics, telemetry};
 use tracing::Instrument as _;
 pub use watch::Mode;
 
@@ -326,6 +325,7 @@ fn apply(shared: &Shared, outcome: Outcome) {
             let generation = next.generation;
             let fingerprint = next.fingerprint.clone();
             shared.record_reload(None);
+            metrics::reload(metrics::Reload::Accepted);
             if !warnings.is_empty() {
                 eprint!("{}", diag::render_human(&warnings));
             }
@@ -349,6 +349,7 @@ fn apply(shared: &Shared, outcome: Outcome) {
             let generation = shared.snapshot().generation;
             let text = diag::render_human(&diagnostics);
             shared.record_reload(Some(text.clone()));
+            metrics::reload(metrics::Reload::Rejected);
             tracing::error!("the catalog has errors; still serving generation {generation}\n{}", text.trim_end());
             shared.hub.log(
                 LogLevel::Error,

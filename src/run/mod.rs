@@ -27,6 +27,7 @@ use crate::catalog::model::LogLevel;
 use crate::catalog::{Catalog, ResultSpec, Tool};
 use crate::content::{Output, render_block};
 use crate::effect::{self, CallFuture, Failure, Template};
+use crate::metrics;
 use crate::render::{self, RenderError};
 
 /// The result of one tool call.
@@ -193,6 +194,7 @@ async fn finish(
         return render_outcome(catalog, &tool.name, context, None).await;
     };
     let call = Running { catalog: Arc::clone(catalog), variables: TemplateValue::from(context.clone()), client };
+    let started = std::time::Instant::now();
     let outcome = effect
         .run(&call, arguments, |output| {
             let (mut context, mut effect_result) = (context, None);
@@ -214,6 +216,12 @@ async fn finish(
             }
         })
         .await;
+    let failure = match &outcome {
+        Ok(_) => None,
+        Err(Failure::Failed(_)) => Some(metrics::EffectError::Failed),
+        Err(Failure::Refused { .. }) => Some(metrics::EffectError::Refused),
+    };
+    metrics::effect(effect.key(), started.elapsed(), failure);
     match outcome {
         Ok(outcome) => outcome,
         Err(Failure::Refused { reason: mut outcome, undone }) => {

@@ -24,12 +24,12 @@ use super::http::oauth::Caller;
 use super::hub::{MAX_SUBSCRIPTIONS, Session, SubscribeError, severity, wire_level};
 use super::request_state::Binding;
 use super::snapshot::{Asked, View};
-use super::trace::{self, Target};
+use super::trace::{self, Outcome, Target};
 use super::{Shared, tasks};
 use crate::catalog::Step;
 use crate::catalog::model::{LogLevel, TaskMode};
-use crate::run;
 use crate::run::steps::{Client, ClientFuture, Question, Resume, Unanswered};
+use crate::{metrics, run};
 use rmcp::model::{
     CancelTaskParams, ClientCapabilities, CreateMessageRequestParams, ElicitRequestParams, GetTaskParams,
     GetTaskResult, InputRequest, InputRequests, InputRequiredResult, InputResponses, ProgressNotificationParam,
@@ -69,6 +69,12 @@ pub struct Handler {
     /// Cancelled when the client's input ends (stdio: end of stdin), which
     /// ends its listen streams: nobody is left to cancel them.
     input_closed: CancellationToken,
+    /// When the handler was made: a session's start.
+    opened: Instant,
+    /// Set by a request of a legacy session, or any over stdio: this
+    /// handler is a session whose duration is recorded when it ends (HTTP
+    /// 2026-07-28 requests are not sessions).
+    session_labels: std::sync::OnceLock<metrics::Session>,
 }
 
 impl Handler {
@@ -87,7 +93,52 @@ impl Handler {
     /// tool) whose listen streams also end when `input_closed` is cancelled.
     pub fn of_toolset(shared: Arc<Shared>, toolset: Option<Arc<str>>, input_closed: CancellationToken) -> Handler {
         let session = shared.hub.new_session_in(toolset);
-        Handler { shared, session, input_closed }
+        Handler { shared, session, input_closed, opened: Instant::now(), session_labels: std::sync::OnceLock::new() }
+    }
+
+    /// Answers a request of `method` with `work`, inside the request's trace
+    /// span (see [`trace::traced`]) and measured: how long it took and how it
+    /// ended. A request whose client went away (the future dropped) is not
+    /// recorded. A request of a legacy session, or any over stdio, makes
+    /// this handler a session.
+    async fn observed<T: Outcome>(
+        &self,
+        context: &RequestContext<RoleServer>,
+        method: &'static str,
+        target: Target<'_>,
+        work: impl Future<Output = Result<T, ErrorData>>,
+    ) -> Result<T, ErrorData> {
+        let over_http = context.extensions.get::<axum::http::request::Parts>().is_some();
+        let network_transport = if over_http { metrics::Transport::Tcp } else { metrics::Transport::Pipe };
+        let version = context.protocol_version();
+        let mcp_protocol_version = metrics::protocol_version(version.as_ref().map(|version| version.as_str()));
+        // After `initialize`, when the session's version is known.
+        if method != "initialize" && (!over_http || !modern(context)) {
+            let _ = self.session_labels.set(metrics::Session { mcp_protocol_version, network_transport });
+        }
+        let gen_ai_tool_name = match &target {
+            // Bounded by the catalog: a name it lacks is one label.
+            Target::Tool(name) => {
+                Some(metrics::tool_label(name, self.view().is_ok_and(|view| view.tool(name).is_some())))
+            }
+            _ => None,
+        };
+        let started = Instant::now();
+        let result = trace::traced(context, method, target, work).await;
+        let error_type = match &result {
+            Ok(answer) if answer.is_tool_error() => metrics::Ending::ToolError,
+            Ok(_) => metrics::Ending::Answered,
+            Err(error) => metrics::Ending::Error(error.code.0),
+        };
+        let labels = metrics::Operation {
+            mcp_method_name: method,
+            gen_ai_tool_name,
+            error_type,
+            mcp_protocol_version,
+            network_transport,
+        };
+        metrics::operation(&labels, started.elapsed());
+        result
     }
 
     /// The current snapshot as this session sees it: the one place every
@@ -286,6 +337,9 @@ pub(super) fn has_capability(declared: &ClientCapabilities, capability: &str) ->
 impl Drop for Handler {
     fn drop(&mut self) {
         self.shared.hub.leave(self.session.id);
+        if let Some(labels) = self.session_labels.get() {
+            metrics::session(labels, self.opened.elapsed());
+        }
     }
 }
 
@@ -341,12 +395,15 @@ impl ServerHandler for Handler {
         request: InitializeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, ErrorData> {
-        if modern(&context) {
-            return Err(removed("initialize"));
-        }
-        context.peer.set_peer_info(request.clone());
-        self.shared.hub.join(&self.session, context.peer.clone());
-        self.negotiate_initialize(&request)
+        self.observed(&context, "initialize", Target::None, async {
+            if modern(&context) {
+                return Err(removed("initialize"));
+            }
+            context.peer.set_peer_info(request.clone());
+            self.shared.hub.join(&self.session, context.peer.clone());
+            self.negotiate_initialize(&request)
+        })
+        .await
     }
 
     /// The tools of the session's view; with OAuth, only those whose
@@ -356,7 +413,7 @@ impl ServerHandler for Handler {
         request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        trace::traced(&context, "tools/list", Target::None, async {
+        self.observed(&context, "tools/list", Target::None, async {
             let view = self.view()?;
             match caller(&context) {
                 Some(caller) => {
@@ -373,7 +430,7 @@ impl ServerHandler for Handler {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        trace::traced(&context, "tools/call", Target::Tool(&request.name), self.run_tool(&request, &context)).await
+        self.observed(&context, "tools/call", Target::Tool(&request.name), self.run_tool(&request, &context)).await
     }
 
     async fn get_task(
@@ -381,7 +438,10 @@ impl ServerHandler for Handler {
         request: GetTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, ErrorData> {
-        Ok(GetTaskResult::new(self.shared.tasks.get(&self.owner(&context), &request.task_id).await?))
+        self.observed(&context, "tasks/get", Target::None, async {
+            Ok(GetTaskResult::new(self.shared.tasks.get(&self.owner(&context), &request.task_id).await?))
+        })
+        .await
     }
 
     async fn update_task(
@@ -389,8 +449,11 @@ impl ServerHandler for Handler {
         request: UpdateTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        let answers = request.input_responses.into_iter().collect();
-        self.shared.tasks.update(&self.owner(&context), &request.task_id, answers).await
+        self.observed(&context, "tasks/update", Target::None, async {
+            let answers = request.input_responses.into_iter().collect();
+            self.shared.tasks.update(&self.owner(&context), &request.task_id, answers).await
+        })
+        .await
     }
 
     async fn cancel_task(
@@ -398,7 +461,10 @@ impl ServerHandler for Handler {
         request: CancelTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        self.shared.tasks.cancel(&self.owner(&context), &request.task_id).await
+        self.observed(&context, "tasks/cancel", Target::None, async {
+            self.shared.tasks.cancel(&self.owner(&context), &request.task_id).await
+        })
+        .await
     }
 
     async fn list_prompts(
@@ -406,7 +472,7 @@ impl ServerHandler for Handler {
         request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
-        trace::traced(&context, "prompts/list", Target::None, async { self.view()?.list(cursor(request).as_deref()) })
+        self.observed(&context, "prompts/list", Target::None, async { self.view()?.list(cursor(request).as_deref()) })
             .await
     }
 
@@ -415,7 +481,7 @@ impl ServerHandler for Handler {
         request: GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        trace::traced(&context, "prompts/get", Target::Prompt(&request.name), async {
+        self.observed(&context, "prompts/get", Target::Prompt(&request.name), async {
             let snapshot = self.view()?;
             let binding = Binding { method: "prompts/get", name: &request.name, arguments: request.arguments.as_ref() };
             let steps =
@@ -441,7 +507,7 @@ impl ServerHandler for Handler {
         request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        trace::traced(&context, "resources/list", Target::None, async { self.view()?.list(cursor(request).as_deref()) })
+        self.observed(&context, "resources/list", Target::None, async { self.view()?.list(cursor(request).as_deref()) })
             .await
     }
 
@@ -450,7 +516,7 @@ impl ServerHandler for Handler {
         request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        trace::traced(&context, "resources/templates/list", Target::None, async {
+        self.observed(&context, "resources/templates/list", Target::None, async {
             self.view()?.list(cursor(request).as_deref())
         })
         .await
@@ -461,7 +527,7 @@ impl ServerHandler for Handler {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        trace::traced(&context, "resources/read", Target::Resource(&request.uri), async {
+        self.observed(&context, "resources/read", Target::Resource(&request.uri), async {
             let snapshot = self.view()?;
             let binding = Binding { method: "resources/read", name: &request.uri, arguments: None };
             // Matching a URI is off the runtime thread; only a catalog whose resources ask needs it here.
@@ -492,19 +558,22 @@ impl ServerHandler for Handler {
         request: SubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        if modern(&context) {
-            return Err(removed("resources/subscribe"));
-        }
-        known_resource(&*self.view()?, &request.uri)?;
-        self.shared.hub.subscribe(&self.session, &request.uri).map_err(|err| match err {
-            SubscribeError::TooMany => {
-                ErrorData::invalid_params(err.to_string(), Some(json!({ "limit": MAX_SUBSCRIPTIONS })))
+        self.observed(&context, "resources/subscribe", Target::None, async {
+            if modern(&context) {
+                return Err(removed("resources/subscribe"));
             }
-            SubscribeError::NotJoined => ErrorData::invalid_request(err.to_string(), None),
-        })?;
-        // What the subscriber starts from, for a resource that reads a database.
-        super::live::subscribed(&self.shared, [request.uri]).await;
-        Ok(())
+            known_resource(&*self.view()?, &request.uri)?;
+            self.shared.hub.subscribe(&self.session, &request.uri).map_err(|err| match err {
+                SubscribeError::TooMany => {
+                    ErrorData::invalid_params(err.to_string(), Some(json!({ "limit": MAX_SUBSCRIPTIONS })))
+                }
+                SubscribeError::NotJoined => ErrorData::invalid_request(err.to_string(), None),
+            })?;
+            // What the subscriber starts from, for a resource that reads a database.
+            super::live::subscribed(&self.shared, [request.uri]).await;
+            Ok(())
+        })
+        .await
     }
 
     async fn unsubscribe(
@@ -512,11 +581,14 @@ impl ServerHandler for Handler {
         request: UnsubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        if modern(&context) {
-            return Err(removed("resources/unsubscribe"));
-        }
-        self.shared.hub.unsubscribe(&self.session, &request.uri);
-        Ok(())
+        self.observed(&context, "resources/unsubscribe", Target::None, async {
+            if modern(&context) {
+                return Err(removed("resources/unsubscribe"));
+            }
+            self.shared.hub.unsubscribe(&self.session, &request.uri);
+            Ok(())
+        })
+        .await
     }
 
     async fn complete(
@@ -524,7 +596,7 @@ impl ServerHandler for Handler {
         request: CompleteRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
-        trace::traced(&context, "completion/complete", Target::None, async {
+        self.observed(&context, "completion/complete", Target::None, async {
             self.view()?.complete(&request.r#ref, &request.argument.name, &request.argument.value)
         })
         .await
@@ -535,11 +607,14 @@ impl ServerHandler for Handler {
         request: SetLevelRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        if modern(&context) {
-            return Err(removed("logging/setLevel"));
-        }
-        self.session.set_level(request.level);
-        Ok(())
+        self.observed(&context, "logging/setLevel", Target::None, async {
+            if modern(&context) {
+                return Err(removed("logging/setLevel"));
+            }
+            self.session.set_level(request.level);
+            Ok(())
+        })
+        .await
     }
 
     /// Accepts a valid filter as requested; for an invalid one, accepts

@@ -111,6 +111,9 @@ impl Outcome for CallToolResponse {
     }
 }
 
+impl Outcome for () {}
+impl Outcome for rmcp::model::InitializeResult {}
+impl Outcome for rmcp::model::GetTaskResult {}
 impl Outcome for GetPromptResponse {}
 impl Outcome for ReadResourceResponse {}
 impl Outcome for rmcp::model::ListToolsResult {}

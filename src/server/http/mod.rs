@@ -1,6 +1,6 @@
 //! MCP over Streamable HTTP, for running carte as a service: rmcp's
-//! Streamable HTTP service at `/mcp` behind axum, plus `/healthz` and
-//! `/readyz`.
+//! Streamable HTTP service at `/mcp` behind axum, plus `/healthz`, `/readyz`
+//! and `/metrics`.
 //!
 //! - [`bind`]: resolving `--http HOST:PORT` and listening on every address;
 //! - [`listener`]: accepting connections, capped, with header and idle timeouts;
@@ -9,7 +9,7 @@
 //!   Protected Resource Metadata at `/.well-known/oauth-protected-resource`;
 //! - [`sessions`]: legacy sessions, capped, expiring when idle, one GET stream each.
 //!
-//! Every request to `/mcp` and `/readyz` passes the `Host` and `Origin`
+//! Every request to `/mcp`, `/readyz` and `/metrics` passes the `Host` and `Origin`
 //! checks (loopback names by default, more by flag; 400 when malformed or
 //! ambiguous, 403 when foreign); `/mcp` then needs the bearer token when one
 //! is configured (401 with `WWW-Authenticate`, compared in constant time,
@@ -208,7 +208,7 @@ pub async fn serve_http(
     Ok(())
 }
 
-/// The routes: `/mcp` and `/readyz` behind the Host/Origin guard, `/mcp`
+/// The routes: `/mcp`, `/readyz` and `/metrics` behind the Host/Origin guard, `/mcp`
 /// with CORS and the bearer token, `/healthz` open; all with the access log.
 fn router(
     shared: Arc<Shared>,
@@ -279,6 +279,7 @@ fn router(
         .layer(cors)
         .layer(axum::middleware::from_fn(allow_param_headers))
         .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
         .layer(axum::middleware::from_fn_with_state(state.clone(), check_access))
         .route("/healthz", get(healthz));
     // Open to anyone, like `/healthz`: what a client needs to get a token.
@@ -310,6 +311,21 @@ async fn resource_metadata(State(state): State<Arc<AppState>>, request: Request)
     scopes.sort_unstable();
     scopes.dedup();
     Json(verifier.metadata(path, &scopes)).into_response()
+}
+
+/// `/metrics`: the Prometheus text exposition (behind the Host/Origin
+/// guard, not the bearer token: scrapers rarely send one).
+async fn metrics(State(state): State<Arc<AppState>>) -> Response {
+    let current = crate::metrics::Current {
+        calls_in_flight: state.shared.calls.count(),
+        clients: state.shared.hub.len(),
+        generation: state.shared.snapshot().generation,
+    };
+    match crate::metrics::encode(current) {
+        Ok(text) => ([(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], text).into_response(),
+        Err(err) => (StatusCode::INTERNAL_SERVER_ERROR, Json(json!({"error": format!("encoding metrics: {err}")})))
+            .into_response(),
+    }
 }
 
 /// `/mcp/{toolset}`: the MCP endpoint of one toolset of the current

@@ -1,0 +1,372 @@
+//! Prometheus metrics: one registry for the process, the metrics carte
+//! records into it, and the text exposition `/metrics` serves.
+//!
+//! Recording is cheap and always on: each label set is a small value of
+//! `&'static str`s and enums (a tool's name is interned once, see
+//! [`tool_label`]), and recording is a read lock on the family plus atomic
+//! adds. Label values are bounded: methods and protocol versions map to fixed
+//! strings, a tool name the catalog does not have becomes [`UNKNOWN_TOOL`].
+//!
+//! The numbers the server already keeps (calls in flight, clients connected,
+//! the catalog's generation) are not counted twice: [`encode`] takes them as
+//! they are at the scrape.
+//!
+//! Names and buckets follow the MCP semantic conventions of OpenTelemetry
+//! (`mcp.server.operation.duration` → `mcp_server_operation_duration_seconds`).
+
+use std::collections::HashMap;
+use std::sync::{Arc, LazyLock, PoisonError, RwLock};
+use std::time::Duration;
+
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::{Family, MetricConstructor};
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::{Registry, Unit};
+
+/// The `Content-Type` of what [`encode`] returns (Prometheus text, 0.0.4).
+pub const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
+
+/// The duration buckets the MCP semantic conventions advise, in seconds.
+pub const BUCKETS: [f64; 14] = [0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0];
+
+/// The `gen_ai_tool_name` of a `tools/call` naming a tool the catalog does not have.
+pub const UNKNOWN_TOOL: &str = "_unknown";
+
+/// How a request reached carte (`network_transport`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Transport {
+    /// stdio.
+    Pipe,
+    /// Streamable HTTP.
+    Tcp,
+}
+
+impl EncodeLabelValue for Transport {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        let text = match self {
+            Transport::Pipe => "pipe",
+            Transport::Tcp => "tcp",
+        };
+        EncodeLabelValue::encode(&text, encoder)
+    }
+}
+
+/// How a request ended (`error_type`): empty on success.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Ending {
+    /// Answered with a result.
+    Answered,
+    /// A `tools/call` result with `isError: true`.
+    ToolError,
+    /// A JSON-RPC error, by code.
+    Error(i32),
+}
+
+impl EncodeLabelValue for Ending {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        match self {
+            Ending::Answered => EncodeLabelValue::encode(&"", encoder),
+            Ending::ToolError => EncodeLabelValue::encode(&"tool_error", encoder),
+            Ending::Error(code) => EncodeLabelValue::encode(code, encoder),
+        }
+    }
+}
+
+/// The protocol versions carte labels by name; any other is `other`.
+const PROTOCOL_VERSIONS: &[&str] = &["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"];
+
+/// `mcp_protocol_version` for `version` (`None`: not negotiated yet): a
+/// fixed string, so a client cannot grow the label set.
+pub fn protocol_version(version: Option<&str>) -> &'static str {
+    match version {
+        None => "",
+        Some(version) => PROTOCOL_VERSIONS.iter().find(|known| **known == version).copied().unwrap_or("other"),
+    }
+}
+
+/// The label set of one MCP operation.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct Operation {
+    /// The JSON-RPC method, `tools/call`.
+    pub mcp_method_name: &'static str,
+    /// The tool of a `tools/call` (see [`tool_label`]); empty for other methods.
+    pub gen_ai_tool_name: Option<Arc<str>>,
+    /// How it ended.
+    pub error_type: Ending,
+    /// The protocol version of the request or its session.
+    pub mcp_protocol_version: &'static str,
+    /// stdio or HTTP.
+    pub network_transport: Transport,
+}
+
+/// The label set of one session.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct Session {
+    /// The session's protocol version.
+    pub mcp_protocol_version: &'static str,
+    /// stdio or HTTP.
+    pub network_transport: Transport,
+}
+
+/// How a reload ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Reload {
+    /// The new catalog was swapped in.
+    Accepted,
+    /// It had errors (or its databases' `setup` failed): the old one stays.
+    Rejected,
+}
+
+impl EncodeLabelValue for Reload {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        let text = match self {
+            Reload::Accepted => "accepted",
+            Reload::Rejected => "rejected",
+        };
+        EncodeLabelValue::encode(&text, encoder)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ReloadLabels {
+    outcome: Reload,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct EffectLabels {
+    effect: &'static str,
+}
+
+/// Why an effect failed, as its result says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EffectError {
+    /// The effect's work failed (a statement, a request, a program, a timeout).
+    Failed,
+    /// The effect ran but its result did not render, so its work was undone.
+    Refused,
+}
+
+impl EncodeLabelValue for EffectError {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        let text = match self {
+            EffectError::Failed => "failed",
+            EffectError::Refused => "refused",
+        };
+        EncodeLabelValue::encode(&text, encoder)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct EffectErrorLabels {
+    effect: &'static str,
+    error_type: EffectError,
+}
+
+/// Makes histograms with [`BUCKETS`].
+#[derive(Clone, Copy)]
+struct Buckets;
+
+impl MetricConstructor<Histogram> for Buckets {
+    fn new_metric(&self) -> Histogram {
+        Histogram::new(BUCKETS)
+    }
+}
+
+/// The registry and every metric in it.
+struct Metrics {
+    registry: Registry,
+    operations: Family<Operation, Histogram, Buckets>,
+    sessions: Family<Session, Histogram, Buckets>,
+    calls_in_flight: Gauge,
+    clients: Gauge,
+    generation: Gauge,
+    reloads: Family<ReloadLabels, Counter>,
+    effects: Family<EffectLabels, Histogram, Buckets>,
+    effect_errors: Family<EffectErrorLabels, Counter>,
+    /// Tool names as labels, each allocated once.
+    tool_names: RwLock<HashMap<Box<str>, Arc<str>>>,
+    unknown_tool: Arc<str>,
+}
+
+impl Metrics {
+    fn new() -> Metrics {
+        let mut registry = Registry::default();
+        let operations = Family::new_with_constructor(Buckets);
+        registry.register_with_unit(
+            "mcp_server_operation_duration",
+            "How long MCP requests took, by method, tool, outcome, protocol version and transport",
+            Unit::Seconds,
+            operations.clone(),
+        );
+        let sessions = Family::new_with_constructor(Buckets);
+        registry.register_with_unit(
+            "mcp_server_session_duration",
+            "How long legacy and stdio sessions lasted",
+            Unit::Seconds,
+            sessions.clone(),
+        );
+        let calls_in_flight = Gauge::default();
+        registry.register("carte_tool_calls_in_flight", "Tool calls running now", calls_in_flight.clone());
+        let clients = Gauge::default();
+        registry.register(
+            "carte_clients_connected",
+            "Clients connected now (sessions and listen streams)",
+            clients.clone(),
+        );
+        let generation = Gauge::default();
+        registry.register(
+            "carte_catalog_generation",
+            "The catalog served: 1 at start, one more per accepted reload",
+            generation.clone(),
+        );
+        let reloads = Family::default();
+        registry.register("carte_reloads", "Catalog reloads, by outcome", reloads.clone());
+        let effects = Family::new_with_constructor(Buckets);
+        registry.register_with_unit(
+            "carte_effect_duration",
+            "How long tools' effects ran (with their result's render), by effect",
+            Unit::Seconds,
+            effects.clone(),
+        );
+        let effect_errors = Family::default();
+        registry.register("carte_effect_errors", "Effects that failed, by effect and kind", effect_errors.clone());
+        Metrics {
+            registry,
+            operations,
+            sessions,
+            calls_in_flight,
+            clients,
+            generation,
+            reloads,
+            effects,
+            effect_errors,
+            tool_names: RwLock::default(),
+            unknown_tool: Arc::from(UNKNOWN_TOOL),
+        }
+    }
+}
+
+static METRICS: LazyLock<Metrics> = LazyLock::new(Metrics::new);
+
+/// The `gen_ai_tool_name` of a call to `name`: the name if the catalog has
+/// the tool (`known`), else [`UNKNOWN_TOOL`]. A name is allocated on its
+/// first call only; names are kept as long as the families that use them.
+pub fn tool_label(name: &str, known: bool) -> Arc<str> {
+    let metrics = &*METRICS;
+    if !known {
+        return metrics.unknown_tool.clone();
+    }
+    if let Some(label) = metrics.tool_names.read().unwrap_or_else(PoisonError::into_inner).get(name) {
+        return label.clone();
+    }
+    let mut names = metrics.tool_names.write().unwrap_or_else(PoisonError::into_inner);
+    names.entry(Box::from(name)).or_insert_with(|| Arc::from(name)).clone()
+}
+
+/// Records one MCP operation that took `elapsed`.
+pub fn operation(labels: &Operation, elapsed: Duration) {
+    METRICS.operations.get_or_create(labels).observe(elapsed.as_secs_f64());
+}
+
+/// Records a session that lasted `elapsed`.
+pub fn session(labels: &Session, elapsed: Duration) {
+    METRICS.sessions.get_or_create(labels).observe(elapsed.as_secs_f64());
+}
+
+/// Counts one reload that ended with `outcome`.
+pub fn reload(outcome: Reload) {
+    METRICS.reloads.get_or_create(&ReloadLabels { outcome }).inc();
+}
+
+/// Records an `effect` (its key: `sql`, `http`, `command`) that ran for
+/// `elapsed`, and how it failed, if it did.
+pub fn effect(effect: &'static str, elapsed: Duration, error: Option<EffectError>) {
+    METRICS.effects.get_or_create(&EffectLabels { effect }).observe(elapsed.as_secs_f64());
+    if let Some(error_type) = error {
+        METRICS.effect_errors.get_or_create(&EffectErrorLabels { effect, error_type }).inc();
+    }
+}
+
+/// What the server counts itself, as it is at a scrape.
+#[derive(Debug, Clone, Copy)]
+pub struct Current {
+    /// Tool calls running.
+    pub calls_in_flight: usize,
+    /// Clients connected.
+    pub clients: usize,
+    /// The catalog's generation.
+    pub generation: u64,
+}
+
+/// The text exposition of every metric, with `current`'s numbers.
+pub fn encode(current: Current) -> Result<String, std::fmt::Error> {
+    let metrics = &*METRICS;
+    let gauge = |value: u64| i64::try_from(value).unwrap_or(i64::MAX);
+    metrics.calls_in_flight.set(gauge(current.calls_in_flight as u64));
+    metrics.clients.set(gauge(current.clients as u64));
+    metrics.generation.set(gauge(current.generation));
+    let mut text = String::new();
+    prometheus_client::encoding::prometheus_text::encode(&mut text, &metrics.registry)?;
+    Ok(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn protocol_versions_map_to_fixed_labels() {
+        assert_eq!(protocol_version(Some("2025-06-18")), "2025-06-18");
+        assert_eq!(protocol_version(Some("2026-07-28")), "2026-07-28");
+        assert_eq!(protocol_version(Some("1999-01-01")), "other");
+        assert_eq!(protocol_version(Some(&"x".repeat(10_000))), "other");
+        assert_eq!(protocol_version(None), "");
+    }
+
+    #[test]
+    fn unknown_tools_share_one_label_and_known_ones_are_interned() {
+        assert_eq!(&*tool_label("no_such_tool", false), UNKNOWN_TOOL);
+        let first = tool_label("metrics_unit_tool", true);
+        let second = tool_label("metrics_unit_tool", true);
+        assert_eq!(&*first, "metrics_unit_tool");
+        assert!(Arc::ptr_eq(&first, &second));
+    }
+
+    #[test]
+    fn operations_are_exposed_with_their_labels() {
+        let labels = Operation {
+            mcp_method_name: "tools/call",
+            gen_ai_tool_name: Some(tool_label("metrics_unit_exposed", true)),
+            error_type: Ending::Error(-32602),
+            mcp_protocol_version: protocol_version(Some("2025-06-18")),
+            network_transport: Transport::Tcp,
+        };
+        operation(&labels, Duration::from_millis(30));
+        let tool_error = Operation { error_type: Ending::ToolError, network_transport: Transport::Pipe, ..labels };
+        operation(&tool_error, Duration::from_millis(30));
+        let text = encode(Current { calls_in_flight: 2, clients: 3, generation: 7 }).unwrap();
+        let line = |needle: &str| text.lines().find(|line| line.starts_with(needle)).unwrap_or_default().to_owned();
+        let called = line(
+            r#"mcp_server_operation_duration_seconds_count{mcp_method_name="tools/call",gen_ai_tool_name="metrics_unit_exposed",error_type="-32602",mcp_protocol_version="2025-06-18",network_transport="tcp"}"#,
+        );
+        assert!(called.ends_with(" 1"), "{text}");
+        let bucket = line(
+            r#"mcp_server_operation_duration_seconds_bucket{mcp_method_name="tools/call",gen_ai_tool_name="metrics_unit_exposed",error_type="tool_error",mcp_protocol_version="2025-06-18",network_transport="pipe",le="0.05"}"#,
+        );
+        assert!(bucket.ends_with(" 1"), "{text}");
+        assert!(text.contains("\ncarte_tool_calls_in_flight 2\n"), "{text}");
+        assert!(text.contains("\ncarte_clients_connected 3\n"), "{text}");
+        assert!(text.contains("\ncarte_catalog_generation 7\n"), "{text}");
+    }
+
+    // Tests share the process's registry: both scrapes give the same `Current`.
+    #[test]
+    fn effect_errors_are_counted_by_effect_and_kind() {
+        effect("command", Duration::from_millis(1), Some(EffectError::Refused));
+        let text = encode(Current { calls_in_flight: 2, clients: 3, generation: 7 }).unwrap();
+        assert!(text.contains(r#"carte_effect_errors_total{effect="command",error_type="refused"}"#), "{text}");
+        assert!(text.contains(r#"carte_effect_duration_seconds_count{effect="command"}"#), "{text}");
+    }
+}
