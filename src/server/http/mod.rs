@@ -5,7 +5,8 @@
 //! - [`bind`]: resolving `--http HOST:PORT` and listening on every address;
 //! - [`listener`]: accepting connections, capped, with header and idle timeouts;
 //! - [`guard`]: the `Host`/`Origin` checks and the bearer token;
-//! - [`sessions`]: legacy sessions, capped, expiring when idle, one GET stream each.
+//! - [`sessions`]: legacy sessions, capped, expiring when idle, one GET stream each
+//!   (with `--state`, also kept in the replicas' database and restored from there).
 //!
 //! Every request to `/mcp` and `/readyz` passes the `Host` and `Origin`
 //! checks (loopback names by default, more by flag; 400 when malformed or
@@ -162,7 +163,12 @@ pub async fn serve_http(
     }
     let sessions_closed = CancellationToken::new();
     let replies = Arc::new(InFlight::default());
-    let sessions = Arc::new(Sessions::new(options.max_sessions, options.session_idle));
+    let mut sessions = Sessions::new(options.max_sessions, options.session_idle);
+    if let Some(replicas) = &shared.replicas {
+        sessions = sessions.shared_in(Arc::new(replicas.sessions()));
+        tokio::spawn(Arc::clone(replicas).listen(shared.clone(), sessions_closed.clone()));
+    }
+    let sessions = Arc::new(sessions);
     let app = router(
         shared.clone(),
         &options,
@@ -229,12 +235,15 @@ fn router(
     }
     origins.extend(options.allow_origins.iter().cloned());
     let access = Access::new(&hosts, &origins)?;
-    let config = StreamableHttpServerConfig::default()
+    let mut config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(true)
         .with_allowed_hosts(hosts)
         .with_allowed_origins(origins)
         .with_max_request_body_bytes(options.max_body_bytes)
         .with_cancellation_token(closed);
+    if let Some(store) = sessions.store() {
+        config.session_store = Some(store);
+    }
     let factory_shared = shared.clone();
     let mcp =
         StreamableHttpService::new(move || Ok(Handler::new(factory_shared.clone())), sessions.clone(), config.clone());
@@ -514,12 +523,23 @@ async fn readyz(State(state): State<Arc<AppState>>, request: Request) -> Respons
         .zip(answers)
         .filter_map(|(name, answer)| answer.err().map(|reason| (name.clone(), reason.into())))
         .collect();
-    let unready = !down.is_empty();
+    let mut unready = !down.is_empty();
     if unready {
         ready["status"] = json!("unready");
         ready["unreachableDatabases"] = json!(down.keys().collect::<Vec<_>>());
         if detailed {
             ready["databaseErrors"] = serde_json::Value::Object(down);
+        }
+    }
+    // Nor while the replicas' state database does not answer (`--state`).
+    if let Some(replicas) = &state.shared.replicas
+        && let Err(reason) = replicas.ready().await
+    {
+        unready = true;
+        ready["status"] = json!("unready");
+        ready["stateDatabase"] = json!("unreachable");
+        if detailed {
+            ready["stateDatabaseError"] = json!(reason);
         }
     }
     if detailed {
