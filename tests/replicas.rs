@@ -126,7 +126,7 @@ fn a_legacy_session_started_on_one_replica_continues_on_the_other() {
 
 #[test]
 fn a_subscriber_on_one_replica_hears_of_a_booking_made_through_the_other() {
-    let Some((_dir, _database, a, b)) = two_replicas("replicas_live") else { return };
+    let Some((_dir, database, a, b)) = two_replicas("replicas_live") else { return };
     let listener = b.session();
     let events = b.stream(&listener);
     let subscribed = b.request(&listener, 2, "resources/subscribe", json!({"uri": "shop://bookings"}));
@@ -138,6 +138,30 @@ fn a_subscriber_on_one_replica_hears_of_a_booking_made_through_the_other() {
     assert_eq!(heard["params"]["uri"], "shop://bookings", "{heard}");
     let read = b.request(&listener, 3, "resources/read", json!({"uri": "shop://bookings"}));
     assert_eq!(read["result"]["contents"][0]["text"], r#"[{"id":1,"room":"red"}]"#, "{read}");
+
+    // The listeners' connections drop: both replicas connect again and still hear each other.
+    let listeners = format!(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = '{}' AND application_name = 'carte-listener'",
+        database.name
+    );
+    assert_eq!(database.query(&listeners)[0][0].as_deref(), Some("2"));
+    database.query(&format!(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{}' AND application_name = 'carte-listener'",
+        database.name
+    ));
+    let deadline = Instant::now() + TIMEOUT;
+    while database.query(&listeners)[0][0].as_deref() != Some("2") {
+        assert!(Instant::now() < deadline, "the replicas did not listen again");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    wait_ready(a.addr);
+    wait_ready(b.addr);
+    let booked = a.request(&booker, 3, "tools/call", json!({"name": "book", "arguments": {"room": "green"}}));
+    assert_eq!(booked["result"]["isError"], false, "{booked}");
+    let heard = wait_for(&events, UPDATED);
+    assert_eq!(heard["params"]["uri"], "shop://bookings", "{heard}");
+    let read = b.request(&listener, 4, "resources/read", json!({"uri": "shop://bookings"}));
+    assert_eq!(read["result"]["contents"][0]["text"], r#"[{"id":1,"room":"red"},{"id":2,"room":"green"}]"#);
 }
 
 #[test]

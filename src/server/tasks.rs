@@ -50,6 +50,8 @@ struct Running {
     abort: AbortHandle,
     /// Wakes the run when its questions got answers.
     wake: Arc<Notify>,
+    /// Who owns the task.
+    owner: String,
 }
 
 /// The runner: starts tasks, owns their runs, answers `tasks/*`.
@@ -152,6 +154,20 @@ impl Tasks {
         }
     }
 
+    /// After events may have been missed: each task running here that was
+    /// cancelled meanwhile stops, the others wake to take any answers.
+    pub async fn recheck(&self) {
+        let running: Vec<(String, String)> =
+            self.running().iter().map(|(id, running)| (id.clone(), running.owner.clone())).collect();
+        for (id, owner) in running {
+            match self.store.get(&owner, &id).await {
+                Ok(Some(record)) => self.heard(&id, record.state == State::Cancelled),
+                Ok(None) => {}
+                Err(err) => tracing::warn!("task {id}: could not check whether it was cancelled: {err}"),
+            }
+        }
+    }
+
     /// Tells the other replicas, if any, when task `id` does not run here.
     fn tell_others(&self, id: &str, cancelled: bool, ran_here: bool) {
         if let (Some(replicas), false) = (&self.replicas, ran_here) {
@@ -227,7 +243,8 @@ impl Tasks {
             let Some(tool) = catalog.tool(&name) else { return Err(Halted::Cancelled) };
             run::call(&catalog, tool, arguments, &client, resume).await
         });
-        self.running().insert(record.id.clone(), Running { abort: run.abort_handle(), wake });
+        self.running()
+            .insert(record.id.clone(), Running { abort: run.abort_handle(), wake, owner: record.owner.clone() });
         tracing::debug!("task {} started: tool `{name}`", record.id, name = call.tool.name);
         let shared = Arc::clone(shared);
         let abort = run.abort_handle();

@@ -6,7 +6,8 @@
 //! Each replica keeps one connection of its own (not from the pool) that
 //! `LISTEN`s; it is made again with backoff when it drops, and after a
 //! reconnect every database counts as changed once (events may have been
-//! missed; only subscribed resources are read again). Events are published
+//! missed; only subscribed resources are read again) and the tasks running
+//! here are checked for a cancel. Events are published
 //! with `SELECT pg_notify(…)` on a pooled connection after the change
 //! committed. A replica ignores the events it published (their `origin`).
 
@@ -18,11 +19,17 @@ use serde::{Deserialize, Serialize};
 use tokio_postgres::{AsyncMessage, NoTls};
 use tokio_util::sync::CancellationToken;
 
-use super::{CHANNEL, Replicas, SCHEMA, SCHEMA_LOCK};
+use super::{CHANNEL, Replicas};
 use crate::server::Shared;
 
 /// PostgreSQL refuses a `NOTIFY` payload of 8000 bytes or more.
 const MAX_PAYLOAD: usize = 7999;
+
+/// The listener's `application_name` (`pg_stat_activity` tells it from the pool's `carte`).
+pub const LISTENER_NAME: &str = "carte-listener";
+
+/// Events received and not yet handled, at most.
+const EVENTS_QUEUED: usize = 1024;
 
 /// An event on [`CHANNEL`](super::CHANNEL).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -138,17 +145,20 @@ impl Replicas {
     /// One connection: connect, create the tables, `LISTEN`, then hand
     /// events on until it drops; why it ended.
     async fn listen_once(&self, shared: &Arc<Shared>, backoff: &mut Backoff, reconnect: bool) -> String {
-        let (client, mut connection) = match self.config.connect(NoTls).await {
+        let mut config = self.config.clone();
+        config.application_name(LISTENER_NAME);
+        let (client, mut connection) = match config.connect(NoTls).await {
             Ok(connected) => connected,
             Err(err) => return format!("cannot connect: {err}"),
         };
-        let (events, mut received) = tokio::sync::mpsc::unbounded_channel();
+        // Bounded: a listener behind holds the connection's reading back (PostgreSQL queues the rest).
+        let (events, mut received) = tokio::sync::mpsc::channel(EVENTS_QUEUED);
         let driver = tokio::spawn(async move {
             let mut messages = futures::stream::poll_fn(move |cx| connection.poll_message(cx));
             while let Some(message) = messages.next().await {
                 match message {
                     Ok(AsyncMessage::Notification(notification)) => {
-                        if events.send(notification.payload().to_owned()).is_err() {
+                        if events.send(notification.payload().to_owned()).await.is_err() {
                             return "the listener stopped".to_owned();
                         }
                     }
@@ -158,8 +168,7 @@ impl Replicas {
             }
             "the connection closed".to_owned()
         });
-        let schema = format!("BEGIN; SELECT pg_advisory_xact_lock({SCHEMA_LOCK}); {SCHEMA} COMMIT; LISTEN {CHANNEL};");
-        if let Err(err) = client.batch_execute(&schema).await {
+        if let Err(err) = super::create_tables(&client, true).await {
             driver.abort();
             return format!("cannot create the tables or listen: {err}");
         }
@@ -171,6 +180,7 @@ impl Replicas {
             for database in shared.snapshot().catalog.databases.keys() {
                 crate::server::live::reread(shared, database);
             }
+            shared.tasks.recheck().await;
         }
         while let Some(payload) = received.recv().await {
             self.receive(shared, &payload);

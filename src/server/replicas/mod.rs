@@ -158,6 +158,15 @@ impl Replicas {
     }
 }
 
+/// Creates the tables if they are missing, under an advisory lock (replicas
+/// starting together), then listens on [`CHANNEL`] if `listen`.
+async fn create_tables(client: &tokio_postgres::Client, listen: bool) -> Result<(), tokio_postgres::Error> {
+    let listen = if listen { format!("LISTEN {CHANNEL};") } else { String::new() };
+    client
+        .batch_execute(&format!("BEGIN; SELECT pg_advisory_xact_lock({SCHEMA_LOCK}); {SCHEMA} COMMIT; {listen}"))
+        .await
+}
+
 /// `postgres://USER@HOST:PORT/DATABASE` of `config`, never its password.
 fn shown(config: &Config) -> String {
     let hosts: Vec<String> = config

@@ -163,3 +163,124 @@ impl TaskStore for PgTaskStore {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::server::tasks::{MAX_TASKS_PER_OWNER, State};
+
+    /// A database of the test's own on `CARTE_TEST_POSTGRES`, with carte's
+    /// tables; dropped by [`Scratch::drop_database`]. `None` (SKIP) without a
+    /// server, a failure with `CARTE_REQUIRE_POSTGRES=1`.
+    struct Scratch {
+        admin: String,
+        name: String,
+        store: PgTaskStore,
+    }
+
+    async fn admin(url: &str, sql: &str) {
+        let (client, connection) = tokio_postgres::connect(url, tokio_postgres::NoTls).await.unwrap();
+        tokio::spawn(connection);
+        client.batch_execute(sql).await.unwrap();
+    }
+
+    async fn scratch(test: &str) -> Option<Scratch> {
+        let Some(admin_url) = std::env::var("CARTE_TEST_POSTGRES").ok().filter(|url| !url.is_empty()) else {
+            assert!(
+                std::env::var("CARTE_REQUIRE_POSTGRES").map_or(true, |v| v != "1"),
+                "CARTE_REQUIRE_POSTGRES=1 but CARTE_TEST_POSTGRES is not set"
+            );
+            eprintln!("SKIP {test}: no PostgreSQL server (set CARTE_TEST_POSTGRES)");
+            return None;
+        };
+        let name = format!("carte_unit_{test}_{}", uuid::Uuid::new_v4().simple());
+        admin(&admin_url, &format!("CREATE DATABASE {name}")).await;
+        let (base, _) = admin_url.rsplit_once('/')?;
+        let replicas = Arc::new(Replicas::new(&format!("{base}/{name}"), Duration::from_secs(60)).unwrap());
+        super::super::create_tables(&replicas.client().await.unwrap(), false).await.unwrap();
+        Some(Scratch { admin: admin_url, name, store: PgTaskStore::new(replicas) })
+    }
+
+    impl Scratch {
+        async fn drop_database(self) {
+            let Scratch { admin: url, name, store } = self;
+            drop(store);
+            admin(&url, &format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).await;
+        }
+    }
+
+    fn record(id: &str, owner: &str, ttl_ms: u64) -> TaskRecord {
+        TaskRecord {
+            id: id.to_owned(),
+            owner: owner.to_owned(),
+            state: State::Working,
+            created_ms: now_ms(),
+            updated_ms: now_ms(),
+            ttl_ms,
+            poll_interval_ms: 1000,
+            answers: Map::new(),
+        }
+    }
+
+    #[tokio::test]
+    async fn the_database_keeps_tasks_as_memory_does() {
+        let Some(scratch) = scratch("semantics").await else { return };
+        let store = &scratch.store;
+        store.create(record("t1", "me", 60_000)).await.unwrap();
+        // Another owner's task is unknown.
+        assert!(store.get("you", "t1").await.unwrap().is_none());
+        assert!(!store.answer("you", "t1", Map::new()).await.unwrap());
+        assert!(!store.cancel("you", "t1").await.unwrap());
+        assert_eq!(store.get("me", "t1").await.unwrap().map(|r| r.state), Some(State::Working));
+        // A question, a good answer and one for no question: the good one is taken once.
+        let schema = json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]});
+        let questions = Map::from_iter([(
+            "q".to_owned(),
+            json!({"method": "elicitation/create", "params": {"message": "?", "requestedSchema": schema}}),
+        )]);
+        store.set("t1", State::InputRequired { questions }).await.unwrap();
+        let answer = json!({"action": "accept", "content": {"name": "Ada"}});
+        let answers = Map::from_iter([("q".to_owned(), answer.clone()), ("other".to_owned(), json!(1))]);
+        assert!(store.answer("me", "t1", answers).await.unwrap());
+        assert_eq!(store.get("me", "t1").await.unwrap().map(|r| r.state), Some(State::Working));
+        assert_eq!(store.take_answers("t1").await.unwrap(), Map::from_iter([("q".to_owned(), answer)]));
+        assert!(store.take_answers("t1").await.unwrap().is_empty());
+        // A settled task stays settled; cancelling it again is no error.
+        store.set("t1", State::Completed { result: json!({"content": []}) }).await.unwrap();
+        assert!(store.cancel("me", "t1").await.unwrap());
+        store.set("t1", State::Working).await.unwrap();
+        let state = store.get("me", "t1").await.unwrap().map(|r| r.state);
+        assert_eq!(state, Some(State::Completed { result: json!({"content": []}) }));
+        scratch.drop_database().await;
+    }
+
+    #[tokio::test]
+    async fn an_owner_past_its_bound_is_refused_and_a_settled_task_ends_one_ttl_later() {
+        let Some(scratch) = scratch("bounds").await else { return };
+        let store = &scratch.store;
+        for n in 0..MAX_TASKS_PER_OWNER {
+            store.create(record(&format!("t{n}"), "me", 60_000)).await.unwrap();
+        }
+        let refused = store.create(record("one-more", "me", 60_000)).await.unwrap_err();
+        assert!(matches!(&refused, StoreError::Full(message) if message.contains("too many tasks")), "{refused:?}");
+        store.create(record("yours", "you", 60_000)).await.unwrap();
+        // A settled task ends one ttl after it settled; then it is unknown and its place is free.
+        store.set("t0", State::Cancelled).await.unwrap();
+        let settled = store.get("me", "t0").await.unwrap().unwrap().updated_ms;
+        let client = scratch.store.replicas.client().await.unwrap();
+        let expires: i64 =
+            client.query_one("SELECT expires_ms FROM carte_tasks WHERE id = 't0'", &[]).await.unwrap().get(0);
+        assert_eq!(expires, sql_ms(settled + 60_000));
+        client.execute("UPDATE carte_tasks SET expires_ms = 0 WHERE id = 't0'", &[]).await.unwrap();
+        assert!(store.get("me", "t0").await.unwrap().is_none(), "expired");
+        store.create(record("again", "me", 60_000)).await.unwrap();
+        let kept: i64 = client.query_one("SELECT count(*) FROM carte_tasks", &[]).await.unwrap().get(0);
+        assert_eq!(kept, i64::try_from(MAX_TASKS_PER_OWNER).unwrap() + 1, "t0 swept, `again` and `yours` added");
+        drop(client);
+        scratch.drop_database().await;
+    }
+}
