@@ -432,6 +432,22 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_restored_session_counts_against_the_cap_and_is_restored_once() {
+        let sessions = Sessions::new(1, Duration::from_secs(60));
+        let (first, _a) = sessions.create_session().await.unwrap();
+        let elsewhere = SessionId::from("started-on-another-replica");
+        let (refused, refusal) = watch(sessions.restore_session(elsewhere.clone())).await;
+        assert!(matches!(refused, Err(SessionsError::Full(1))));
+        assert_eq!(refusal, Some(Refusal::Full(1)));
+        sessions.close_session(&first).await.unwrap();
+        let restored = sessions.restore_session(elsewhere.clone()).await.unwrap();
+        assert!(matches!(restored, RestoreOutcome::Restored(_)));
+        assert!(sessions.touch_free(&elsewhere), "live, and counted");
+        assert!(matches!(sessions.restore_session(elsewhere).await.unwrap(), RestoreOutcome::AlreadyPresent));
+        assert_eq!(sessions.len(), 1);
+    }
+
+    #[tokio::test]
     async fn one_get_stream_per_session() {
         let sessions = Sessions::new(4, Duration::from_secs(60));
         let (id, _transport) = sessions.create_session().await.unwrap();
