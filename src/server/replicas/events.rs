@@ -113,7 +113,7 @@ impl Replicas {
                 client
                     .execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &payload])
                     .await
-                    .map_err(|err| format!("NOTIFY failed: {err}"))
+                    .map_err(|err| format!("NOTIFY failed: {}", super::reason(&err)))
             };
             if let Err(reason) = sent.await {
                 tracing::warn!("not told to the other replicas ({payload}): {reason}");
@@ -149,7 +149,7 @@ impl Replicas {
         config.application_name(LISTENER_NAME);
         let (client, mut connection) = match config.connect(NoTls).await {
             Ok(connected) => connected,
-            Err(err) => return format!("cannot connect: {err}"),
+            Err(err) => return format!("cannot connect: {}", super::reason(&err)),
         };
         // Bounded: a listener behind holds the connection's reading back (PostgreSQL queues the rest).
         let (events, mut received) = tokio::sync::mpsc::channel(EVENTS_QUEUED);
@@ -163,14 +163,14 @@ impl Replicas {
                         }
                     }
                     Ok(_) => {}
-                    Err(err) => return format!("the connection failed: {err}"),
+                    Err(err) => return format!("the connection failed: {}", super::reason(&err)),
                 }
             }
             "the connection closed".to_owned()
         });
         if let Err(err) = super::create_tables(&client, true).await {
             driver.abort();
-            return format!("cannot create the tables or listen: {err}");
+            return format!("cannot create the tables or listen: {}", super::reason(&err));
         }
         self.set_down(None);
         backoff.reset();

@@ -123,7 +123,9 @@ impl Replicas {
     /// A pooled connection, or why there is none.
     pub(in crate::server) async fn client(&self) -> Result<deadpool_postgres::Object, String> {
         self.pool.get().await.map_err(|err| match err {
-            deadpool_postgres::PoolError::Backend(err) => format!("the state database does not answer: {err}"),
+            deadpool_postgres::PoolError::Backend(err) => {
+                format!("the state database does not answer: {}", reason(&err))
+            }
             deadpool_postgres::PoolError::Timeout(_) => {
                 "the state database does not answer: no connection within the connect timeout".to_owned()
             }
@@ -142,7 +144,7 @@ impl Replicas {
                 .simple_query("")
                 .await
                 .map(|_| ())
-                .map_err(|err| format!("the state database does not answer: {err}"))
+                .map_err(|err| format!("the state database does not answer: {}", reason(&err)))
         })
         .await
         .unwrap_or_else(|_| Err(format!("the state database gave no answer within {}s", CONNECT_TIMEOUT.as_secs())))
@@ -156,6 +158,21 @@ impl Replicas {
     pub fn sessions(self: &Arc<Self>) -> PgSessions {
         PgSessions::new(Arc::clone(self), self.session_idle)
     }
+}
+
+/// `err` and its causes, `a: b: c` (tokio-postgres's own message leaves the cause out:
+/// "error connecting to server").
+pub(in crate::server) fn reason(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut cause = err.source();
+    while let Some(next) = cause {
+        let said = next.to_string();
+        if !text.ends_with(&said) {
+            text = format!("{text}: {said}");
+        }
+        cause = next.source();
+    }
+    text
 }
 
 /// Creates the tables if they are missing, under an advisory lock (replicas
@@ -185,6 +202,28 @@ fn shown(config: &Config) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reason_names_the_causes() {
+        let cause = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "Connection refused");
+        let err = std::io::Error::other(Wrapped(cause));
+        assert_eq!(reason(&err), "wrapped: Connection refused");
+    }
+
+    #[derive(Debug)]
+    struct Wrapped(std::io::Error);
+
+    impl std::fmt::Display for Wrapped {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("wrapped")
+        }
+    }
+
+    impl std::error::Error for Wrapped {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
 
     #[test]
     fn only_postgres_urls_and_the_password_is_not_shown() {

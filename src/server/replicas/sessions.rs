@@ -42,7 +42,7 @@ impl PgSessions {
             .execute("UPDATE carte_sessions SET last_seen = now() WHERE id = ANY($1)", &[&ids])
             .await
             .map(drop)
-            .map_err(|err| format!("could not mark sessions active: {err}"))
+            .map_err(|err| format!("could not mark sessions active: {}", super::reason(&err)))
     }
 
     /// Drops the sessions no replica saw active for the idle timeout.
@@ -54,7 +54,7 @@ impl PgSessions {
                 &[&self.idle_seconds()],
             )
             .await
-            .map_err(|err| format!("could not drop idle sessions: {err}"))
+            .map_err(|err| format!("could not drop idle sessions: {}", super::reason(&err)))
     }
 }
 

@@ -32,8 +32,8 @@ impl PgTaskStore {
     }
 }
 
-fn failed(err: impl std::fmt::Display) -> StoreError {
-    StoreError::Failed(format!("the state database failed: {err}"))
+fn failed(err: tokio_postgres::Error) -> StoreError {
+    StoreError::Failed(format!("the state database failed: {}", super::reason(&err)))
 }
 
 /// ms as PostgreSQL's bigint.
@@ -42,11 +42,12 @@ fn sql_ms(ms: u64) -> i64 {
 }
 
 fn to_json(record: &TaskRecord) -> Result<Value, StoreError> {
-    serde_json::to_value(record).map_err(|err| failed(format!("a task is not JSON: {err}")))
+    serde_json::to_value(record).map_err(|err| StoreError::Failed(format!("a task is not JSON: {err}")))
 }
 
 fn from_json(value: Value) -> Result<TaskRecord, StoreError> {
-    serde_json::from_value(value).map_err(|err| failed(format!("a task row is not a task: {err}")))
+    serde_json::from_value(value)
+        .map_err(|err| StoreError::Failed(format!("a task row in the state database is not a task: {err}")))
 }
 
 /// Runs `change` on task `id` (of `owner`, if given) in one transaction,
