@@ -42,6 +42,15 @@ tools:
     task: {{ mode: required }}
     run:
       command: {{ argv: [sh, -c, "echo $$ > group.pid; exec sleep 30"], timeout: 1m }}
+  - name: confirm
+    description: Asks before it answers; polled rarely, so an answer must be told, not found.
+    task: {{ mode: required, pollInterval: 1m }}
+    run:
+      steps:
+        - elicit:
+            message: "Go?"
+            requestedSchema: {{ type: object, properties: {{ go: {{ type: boolean }} }}, required: [go] }}
+      text: "go={{{{ elicited.content.go }}}}"
 resources:
   - uri: shop://bookings
     name: bookings
@@ -92,7 +101,7 @@ fn two_replicas(test: &str) -> Option<(TempDir, Postgres, HttpServer, HttpServer
 /// A 2026-07-28 request with the tasks extension declared: its result.
 fn modern(addr: SocketAddr, method: &str, params: Value) -> Value {
     let mut params = params;
-    params["_meta"] = common::meta_2026(json!({ "extensions": { TASKS: {} } }));
+    params["_meta"] = common::meta_2026(json!({ "elicitation": {}, "extensions": { TASKS: {} } }));
     let name = params.get("name").or_else(|| params.get("taskId")).and_then(Value::as_str).map(str::to_owned);
     let mut headers = vec![("MCP-Protocol-Version", "2026-07-28"), ("Mcp-Method", method)];
     if let Some(name) = &name {
@@ -109,17 +118,20 @@ fn modern(addr: SocketAddr, method: &str, params: Value) -> Value {
 
 #[test]
 fn a_legacy_session_started_on_one_replica_continues_on_the_other() {
-    let Some((_dir, _database, a, b)) = two_replicas("replicas_session") else { return };
+    let Some((_dir, database, a, b)) = two_replicas("replicas_session") else { return };
     let session = a.session();
     let booked = b.request(&session, 2, "tools/call", json!({"name": "book", "arguments": {"room": "blue"}}));
     assert_eq!(booked["result"]["content"][0]["text"], "booking 1", "{booked}");
     // And back: both replicas now serve it.
     let listed = a.request(&session, 3, "tools/list", json!({}));
-    assert!(listed["result"]["tools"].as_array().is_some_and(|tools| tools.len() == 2), "{listed}");
-    // A DELETE through one ends it for a replica that never served it.
+    assert!(listed["result"]["tools"].as_array().is_some_and(|tools| tools.len() == 3), "{listed}");
+    // A DELETE through B ends it there and in the database.
+    let stored = format!("SELECT count(*) FROM carte_sessions WHERE id = '{session}'");
+    assert_eq!(database.query(&stored)[0][0].as_deref(), Some("1"));
     let deleted =
         send(b.addr, "DELETE", "/mcp", &[("Mcp-Session-Id", &session), ("MCP-Protocol-Version", "2025-11-25")], None);
     assert!(deleted.status == 202 || deleted.status == 200, "{}", deleted.status);
+    assert_eq!(database.query(&stored)[0][0].as_deref(), Some("0"));
     let unknown = a.post(Some("no-such-session"), &json!({"jsonrpc": "2.0", "id": 4, "method": "tools/list"}));
     assert_eq!(unknown.status, 404, "a session no replica started");
 }
@@ -183,6 +195,34 @@ fn a_task_started_on_one_replica_is_read_and_cancelled_through_the_other() {
     }
     let (_, ready) = readyz(a.addr);
     assert_eq!(ready["callsInFlight"], 0, "{ready}");
+}
+
+/// Polls `tasks/get` on `addr` (bounded) until task `id` is in one of `statuses`.
+fn wait_status(addr: SocketAddr, id: &str, statuses: &[&str]) -> Value {
+    let deadline = Instant::now() + TIMEOUT;
+    loop {
+        let task = modern(addr, "tasks/get", json!({ "taskId": id }));
+        if statuses.contains(&task["status"].as_str().unwrap_or_default()) {
+            return task;
+        }
+        assert!(Instant::now() < deadline, "task {id} never reached {statuses:?}: {task}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_task_started_on_one_replica_takes_answers_given_through_the_other() {
+    let Some((_dir, _database, a, b)) = two_replicas("replicas_answer") else { return };
+    let created = modern(a.addr, "tools/call", json!({ "name": "confirm", "arguments": {} }));
+    let id = created["taskId"].as_str().expect("a task id").to_owned();
+    let asking = wait_status(b.addr, &id, &["input_required", "completed", "failed"]);
+    assert_eq!(asking["status"], "input_required", "{asking}");
+    let key = asking["inputRequests"].as_object().and_then(|r| r.keys().next().cloned()).expect("a question");
+    let answers = json!({ "taskId": id, "inputResponses": { key: { "action": "accept", "content": { "go": true } } } });
+    modern(b.addr, "tasks/update", answers);
+    // The run on A wakes at once (its next poll is a minute away).
+    let done = wait_status(a.addr, &id, &["completed", "failed", "cancelled"]);
+    assert_eq!(done["result"]["content"][0]["text"], "go=True", "{done}");
 }
 
 #[test]
