@@ -9,7 +9,8 @@
 //! missed; only subscribed resources are read again) and the tasks running
 //! here are checked for a cancel. Events are published
 //! with `SELECT pg_notify(…)` on a pooled connection after the change
-//! committed. A replica ignores the events it published (their `origin`).
+//! committed; the writes on one database share a notice not sent yet (so at
+//! most one waits per database). A replica ignores the events it published (their `origin`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -106,8 +107,21 @@ impl Replicas {
                 return;
             }
         };
+        // Writes on one database share a notice not sent yet: it is sent after they committed.
+        let coalesced = match &envelope.event {
+            Event::Changed { database } => {
+                if !lock(&self.unsent).insert(database.clone()) {
+                    return;
+                }
+                Some(database.clone())
+            }
+            Event::Task { .. } => None,
+        };
         let replicas = Arc::clone(self);
         tokio::spawn(async move {
+            if let Some(database) = coalesced {
+                lock(&replicas.unsent).remove(&database);
+            }
             let sent = async {
                 let client = replicas.client().await?;
                 client
@@ -211,6 +225,10 @@ impl Replicas {
             Event::Task { id, cancelled } => shared.tasks.heard(&id, cancelled),
         }
     }
+}
+
+fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 #[cfg(test)]

@@ -73,6 +73,9 @@ pub struct Replicas {
     down: Mutex<Option<String>>,
     /// How long a legacy session is kept without activity.
     session_idle: Duration,
+    /// Databases whose `changed` notice is on its way, not sent yet (one
+    /// notice covers every write committed before it is sent).
+    unsent: Mutex<std::collections::HashSet<String>>,
 }
 
 impl std::fmt::Debug for Replicas {
@@ -112,6 +115,7 @@ impl Replicas {
             origin: uuid::Uuid::new_v4().to_string(),
             down: Mutex::new(Some("not connected yet".to_owned())),
             session_idle,
+            unsent: Mutex::default(),
         })
     }
 
