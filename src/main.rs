@@ -121,6 +121,12 @@ enum Command {
         /// or on another replica, is refused.
         #[arg(long, value_name = "NAME")]
         state_key_env: Option<String>,
+        /// HTTP: share sessions, tasks and change events with the other
+        /// replicas of this service through this PostgreSQL database
+        /// (postgres://USER@HOST:PORT/DATABASE; carte creates its tables
+        /// there). Give every replica the same --state-key-env too.
+        #[arg(long, value_name = "URL", requires = "http")]
+        state: Option<String>,
         /// stdio: serve only the tools of this toolset (the catalog's
         /// `toolsets:`); over HTTP each toolset is at /mcp/NAME.
         #[arg(long, value_name = "NAME", conflicts_with = "http")]
@@ -314,6 +320,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             header_timeout,
             max_body_bytes,
             state_key_env,
+            state,
             toolset,
         } => {
             let state_keys = match state_key_env {
@@ -373,7 +380,14 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     })
                 }
             };
-            serve(&catalog, reloading, (http, toolset), state_keys)
+            let replicas = match (state, &http) {
+                (Some(url), Some(http)) => match carte::server::replicas::Replicas::new(&url, http.session_idle) {
+                    Ok(replicas) => Some(std::sync::Arc::new(replicas)),
+                    Err(reason) => anyhow::bail!("--state: {reason}"),
+                },
+                _ => None,
+            };
+            serve(&catalog, reloading, (http, toolset), (state_keys, replicas))
         }
         Command::Check { catalogs, format, watch: true } => check_watch(&catalogs, format),
         Command::Check { catalogs, format, watch: false } => Ok(check(&catalogs, format).0),
@@ -504,7 +518,7 @@ fn serve(
     path: &Path,
     options: reload::Options,
     (http, toolset): (Option<HttpOptions>, Option<String>),
-    state_keys: Option<StateKeys>,
+    (state_keys, replicas): (Option<StateKeys>, Option<std::sync::Arc<carte::server::replicas::Replicas>>),
 ) -> anyhow::Result<ExitCode> {
     let Some(snapshot) = load_or_report(path) else { return Ok(ExitCode::from(1)) };
     if let Some(name) = &toolset
@@ -527,7 +541,14 @@ fn serve(
     );
     let inputs = catalog.inputs.clone();
     let state_keys = state_keys.unwrap_or_else(|| {
-        if http.is_some() {
+        if let Some(replicas) = &replicas {
+            tracing::warn!(
+                "--state {} without --state-key-env: each replica signs input-required states with a random key \
+                 of its own, so a client's retry that reaches another replica is refused; give every replica \
+                 the same --state-key-env",
+                replicas.shown()
+            );
+        } else if http.is_some() {
             tracing::info!(
                 "no --state-key-env: input-required states are signed with a random key of this process; \
                  a client's retry after a restart, or on another replica, is refused"
@@ -535,7 +556,10 @@ fn serve(
         }
         StateKeys::random()
     });
-    let shared = Shared::with_state_keys(snapshot, state_keys);
+    if let Some(replicas) = &replicas {
+        tracing::info!("sharing sessions, tasks and changes with other replicas through {}", replicas.shown());
+    }
+    let shared = Shared::replicated(snapshot, state_keys, replicas);
     let runtime = if http.is_some() { http_runtime()? } else { runtime()? };
     let served = runtime.block_on(async {
         tokio::spawn(reload::run(path.to_path_buf(), shared.clone(), inputs, options, std::future::pending()));

@@ -234,17 +234,23 @@ impl Handler {
     }
 
     /// Who owns the tasks this request creates and may see: a legacy
-    /// session; on 2026-07-28, over HTTP the OAuth token's issuer and
-    /// subject, or the bearer token (its SHA-256; all callers alike without
-    /// one), on stdio the process.
+    /// session (over HTTP its `Mcp-Session-Id`, the same on every replica);
+    /// on 2026-07-28, over HTTP the OAuth token's issuer and subject, or the
+    /// bearer token (its SHA-256; all callers alike without one), on stdio
+    /// the process.
     fn owner(&self, context: &RequestContext<RoleServer>) -> String {
+        let parts = context.extensions.get::<axum::http::request::Parts>();
         if !modern(context) {
-            return format!("session:{}", self.session.id);
+            let id = parts.and_then(|parts| parts.headers.get("mcp-session-id")).and_then(|id| id.to_str().ok());
+            return match id {
+                Some(id) => format!("session:{id}"),
+                None => format!("session:local:{}", self.session.id),
+            };
         }
         if let Some(caller) = caller(context) {
             return caller.owner.clone();
         }
-        match context.extensions.get::<axum::http::request::Parts>() {
+        match parts {
             Some(parts) => match parts.headers.get(axum::http::header::AUTHORIZATION) {
                 Some(token) => {
                     use sha2::Digest as _;

@@ -58,10 +58,19 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// A tool's write committed on `database`: reads again (soon, once for a
-/// burst) the subscribed resources that read it, and tells their
-/// subscribers about those that changed.
+/// A tool's write committed on `database`: tells the other replicas, if
+/// any, and reads again here what [`reread`] does.
 pub fn changed(shared: &Arc<Shared>, database: &str) {
+    if let Some(replicas) = &shared.replicas {
+        replicas.publish(super::replicas::Event::Changed { database: database.to_owned() });
+    }
+    reread(shared, database);
+}
+
+/// A write committed on `database` (here or on another replica): reads
+/// again (soon, once for a burst) the subscribed resources that read it, and
+/// tells their subscribers about those that changed.
+pub fn reread(shared: &Arc<Shared>, database: &str) {
     {
         let mut passes = lock(&shared.live.passes);
         if let Some(again) = passes.get_mut(database) {

@@ -10,6 +10,7 @@
 //! - [`jsonrpc`]: what to answer a message rmcp cannot read, on every transport;
 //! - [`request_state`]: the signed `requestState` of 2026-07-28 input-required results.
 //! - [`tasks`]: tools that run as tasks (the tasks extension);
+//! - [`replicas`]: several replicas on one PostgreSQL database (`--state`).
 //! - [`trace`]: the OpenTelemetry span of each request.
 //!
 //! [`Shared`] holds the current snapshot; every request takes it once and
@@ -22,6 +23,7 @@ pub mod in_flight;
 pub mod jsonrpc;
 pub mod live;
 pub mod logs;
+pub mod replicas;
 pub mod request_state;
 pub mod snapshot;
 pub mod stdio;
@@ -50,6 +52,8 @@ pub struct Shared {
     pub state_keys: request_state::StateKeys,
     /// Tools running as tasks, and the tasks kept.
     pub tasks: tasks::Tasks,
+    /// The state shared with other replicas (`--state`), if any.
+    pub replicas: Option<Arc<replicas::Replicas>>,
 }
 
 /// How the last reload went, for `/readyz`.
@@ -69,6 +73,23 @@ impl Shared {
 
     /// Starts with `snapshot`, signing request states with `state_keys`.
     pub fn with_state_keys(snapshot: Snapshot, state_keys: request_state::StateKeys) -> Arc<Shared> {
+        Shared::replicated(snapshot, state_keys, None)
+    }
+
+    /// Starts with `snapshot`, signing request states with `state_keys`;
+    /// with `replicas`, tasks are kept in their database and writes and task
+    /// changes are told to the other replicas (see [`replicas`]).
+    pub fn replicated(
+        snapshot: Snapshot,
+        state_keys: request_state::StateKeys,
+        replicas: Option<Arc<replicas::Replicas>>,
+    ) -> Arc<Shared> {
+        let tasks = match &replicas {
+            Some(replicas) => {
+                tasks::Tasks::shared(Arc::new(replicas::PgTaskStore::new(Arc::clone(replicas))), Arc::clone(replicas))
+            }
+            None => tasks::Tasks::default(),
+        };
         Arc::new(Shared {
             current: RwLock::new(Arc::new(snapshot)),
             hub: hub::Hub::default(),
@@ -76,7 +97,8 @@ impl Shared {
             calls: Arc::default(),
             live: live::Live::default(),
             state_keys,
-            tasks: tasks::Tasks::default(),
+            tasks,
+            replicas,
         })
     }
 

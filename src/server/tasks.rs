@@ -31,6 +31,7 @@ use tokio::task::AbortHandle;
 
 use super::Shared;
 use super::handler::has_capability;
+use super::replicas::Replicas;
 use super::snapshot::Asked;
 use crate::catalog::model::LogLevel;
 use crate::catalog::{Catalog, Tool};
@@ -39,8 +40,9 @@ use crate::run::{self, Halted, ToolOutcome};
 
 mod store;
 
-use store::now_ms;
-pub use store::{MAX_TASKS, MAX_TASKS_PER_OWNER, MemoryStore, State, StoreError, StoreFuture, TaskRecord, TaskStore};
+pub use store::{
+    MAX_TASKS, MAX_TASKS_PER_OWNER, MemoryStore, State, StoreError, StoreFuture, TaskRecord, TaskStore, now_ms, refusal,
+};
 
 /// A running task, as the runner holds it.
 struct Running {
@@ -48,12 +50,16 @@ struct Running {
     abort: AbortHandle,
     /// Wakes the run when its questions got answers.
     wake: Arc<Notify>,
+    /// Who owns the task.
+    owner: String,
 }
 
 /// The runner: starts tasks, owns their runs, answers `tasks/*`.
 pub struct Tasks {
     store: Arc<dyn TaskStore>,
     running: Mutex<HashMap<String, Running>>,
+    /// The other replicas sharing the store, told of cancels and answers.
+    replicas: Option<Arc<Replicas>>,
 }
 
 impl Default for Tasks {
@@ -127,7 +133,48 @@ pub(in crate::server) struct Call<'a> {
 impl Tasks {
     /// A runner over `store`.
     pub fn new(store: Arc<dyn TaskStore>) -> Tasks {
-        Tasks { store, running: Mutex::default() }
+        Tasks { store, running: Mutex::default(), replicas: None }
+    }
+
+    /// A runner over `store`, shared with the other `replicas`: a task runs
+    /// on the replica that started it; a cancel or answers given through
+    /// another reach it as an event ([`Tasks::heard`]).
+    pub fn shared(store: Arc<dyn TaskStore>, replicas: Arc<Replicas>) -> Tasks {
+        Tasks { store, running: Mutex::default(), replicas: Some(replicas) }
+    }
+
+    /// Another replica cancelled task `id`, or gave it answers: if it runs
+    /// here, its run stops, or wakes to take them.
+    pub fn heard(&self, id: &str, cancelled: bool) {
+        if cancelled {
+            if let Some(running) = self.running().remove(id) {
+                running.abort.abort();
+                tracing::debug!("task {id} cancelled through another replica: its run is stopped");
+            }
+        } else if let Some(running) = self.running().get(id) {
+            running.wake.notify_one();
+        }
+    }
+
+    /// After events may have been missed: each task running here that was
+    /// cancelled meanwhile stops, the others wake to take any answers.
+    pub async fn recheck(&self) {
+        let running: Vec<(String, String)> =
+            self.running().iter().map(|(id, running)| (id.clone(), running.owner.clone())).collect();
+        for (id, owner) in running {
+            match self.store.get(&owner, &id).await {
+                Ok(Some(record)) => self.heard(&id, record.state == State::Cancelled),
+                Ok(None) => {}
+                Err(err) => tracing::warn!("task {id}: could not check whether it was cancelled: {err}"),
+            }
+        }
+    }
+
+    /// Tells the other replicas, if any, when task `id` does not run here.
+    fn tell_others(&self, id: &str, cancelled: bool, ran_here: bool) {
+        if let (Some(replicas), false) = (&self.replicas, ran_here) {
+            replicas.publish(super::replicas::Event::Task { id: id.to_owned(), cancelled });
+        }
     }
 
     fn running(&self) -> std::sync::MutexGuard<'_, HashMap<String, Running>> {
@@ -199,7 +246,8 @@ impl Tasks {
             let Some(tool) = catalog.tool(&name) else { return Err(Halted::Cancelled) };
             run::call(&catalog, tool, arguments, &client, resume).await
         });
-        self.running().insert(record.id.clone(), Running { abort: run.abort_handle(), wake });
+        self.running()
+            .insert(record.id.clone(), Running { abort: run.abort_handle(), wake, owner: record.owner.clone() });
         tracing::debug!("task {} started: tool `{name}`", record.id, name = call.tool.name);
         let shared = Arc::clone(shared);
         let abort = run.abort_handle();
@@ -262,9 +310,8 @@ impl Tasks {
         if !self.store.answer(owner, id, answers).await.map_err(store_error)? {
             return Err(unknown(id));
         }
-        if let Some(running) = self.running().get(id) {
-            running.wake.notify_one();
-        }
+        let here = self.running().get(id).map(|running| running.wake.notify_one()).is_some();
+        self.tell_others(id, false, here);
         Ok(())
     }
 
@@ -274,10 +321,13 @@ impl Tasks {
         if !self.store.cancel(owner, id).await.map_err(store_error)? {
             return Err(unknown(id));
         }
-        if let Some(running) = self.running().remove(id) {
+        let running = self.running().remove(id);
+        let here = running.is_some();
+        if let Some(running) = running {
             running.abort.abort();
             tracing::debug!("task {id} cancelled: its run is stopped");
         }
+        self.tell_others(id, true, here);
         Ok(())
     }
 

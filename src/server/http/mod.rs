@@ -7,7 +7,8 @@
 //! - [`guard`]: the `Host`/`Origin` checks and the bearer token;
 //! - [`oauth`]: OAuth 2.1 access tokens (`--oauth-issuer`) and the
 //!   Protected Resource Metadata at `/.well-known/oauth-protected-resource`;
-//! - [`sessions`]: legacy sessions, capped, expiring when idle, one GET stream each.
+//! - [`sessions`]: legacy sessions, capped, expiring when idle, one GET stream each
+//!   (with `--state`, also kept in the replicas' database and restored from there).
 //!
 //! Every request to `/mcp`, `/readyz` and `/metrics` passes the `Host` and `Origin`
 //! checks (loopback names by default, more by flag; 400 when malformed or
@@ -172,7 +173,12 @@ pub async fn serve_http(
     }
     let sessions_closed = CancellationToken::new();
     let replies = Arc::new(InFlight::default());
-    let sessions = Arc::new(Sessions::new(options.max_sessions, options.session_idle));
+    let mut sessions = Sessions::new(options.max_sessions, options.session_idle);
+    if let Some(replicas) = &shared.replicas {
+        sessions = sessions.shared_in(Arc::new(replicas.sessions()));
+        tokio::spawn(Arc::clone(replicas).listen(shared.clone(), sessions_closed.clone()));
+    }
+    let sessions = Arc::new(sessions);
     let app = router(
         shared.clone(),
         &options,
@@ -239,7 +245,7 @@ fn router(
     }
     origins.extend(options.allow_origins.iter().cloned());
     let access = Access::new(&hosts, &origins)?;
-    let config = StreamableHttpServerConfig::default()
+    let mut config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(true)
         .with_allowed_hosts(hosts)
         .with_allowed_origins(origins)
@@ -253,6 +259,9 @@ fn router(
         }
         None => None,
     };
+    if let Some(store) = sessions.store() {
+        config.session_store = Some(store);
+    }
     let factory_shared = shared.clone();
     let mcp =
         StreamableHttpService::new(move || Ok(Handler::new(factory_shared.clone())), sessions.clone(), config.clone());
@@ -659,12 +668,23 @@ async fn readyz(State(state): State<Arc<AppState>>, request: Request) -> Respons
         .zip(answers)
         .filter_map(|(name, answer)| answer.err().map(|reason| (name.clone(), reason.into())))
         .collect();
-    let unready = !down.is_empty();
+    let mut unready = !down.is_empty();
     if unready {
         ready["status"] = json!("unready");
         ready["unreachableDatabases"] = json!(down.keys().collect::<Vec<_>>());
         if detailed {
             ready["databaseErrors"] = serde_json::Value::Object(down);
+        }
+    }
+    // Nor while the replicas' state database does not answer (`--state`).
+    if let Some(replicas) = &state.shared.replicas
+        && let Err(reason) = replicas.ready().await
+    {
+        unready = true;
+        ready["status"] = json!("unready");
+        ready["stateDatabase"] = json!("unreachable");
+        if detailed {
+            ready["stateDatabaseError"] = json!(reason);
         }
     }
     if detailed {

@@ -15,6 +15,12 @@
 //!
 //! Every live session counts, idle or streaming, until it is closed.
 //!
+//! With `--state`, rmcp keeps each session's `initialize` in the replicas'
+//! store and restores a session another replica started (replaying it):
+//! a restored session counts against this replica's cap like a new one.
+//! Each sweep tick marks the sessions active here in the store and drops
+//! those no replica saw for the idle timeout.
+//!
 //! Memory: nothing of a closed session stays reachable, but glibc's
 //! allocator keeps what the session's tasks freed in its per-thread arenas
 //! (fragmented, so never trimmed on its own): 10,000 sessions come and gone
@@ -33,8 +39,10 @@ use futures::Stream;
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
 use rmcp::transport::streamable_http_server::session::ServerSseMessage;
 use rmcp::transport::streamable_http_server::session::local::{LocalSessionManager, LocalSessionManagerError};
-use rmcp::transport::streamable_http_server::{SessionId, SessionManager};
+use rmcp::transport::streamable_http_server::{RestoreOutcome, SessionId, SessionManager};
 use tokio_util::sync::CancellationToken;
+
+use crate::server::replicas::PgSessions;
 
 /// Why the session manager refused a request, for the HTTP layer to answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,6 +110,9 @@ pub struct Sessions {
     live: Arc<Mutex<Live>>,
     /// Sessions closed since memory was last handed back.
     closed: AtomicBool,
+    /// Where the replicas keep sessions (`--state`): each sweep marks the
+    /// sessions active since the last one there and drops the idle ones.
+    shared: Option<Arc<PgSessions>>,
 }
 
 impl Sessions {
@@ -109,7 +120,47 @@ impl Sessions {
     pub fn new(limit: usize, idle: Duration) -> Sessions {
         let mut local = LocalSessionManager::default();
         local.session_config.keep_alive = None;
-        Sessions { local, limit: limit.max(1), idle, live: Arc::default(), closed: AtomicBool::new(false) }
+        Sessions {
+            local,
+            limit: limit.max(1),
+            idle,
+            live: Arc::default(),
+            closed: AtomicBool::new(false),
+            shared: None,
+        }
+    }
+
+    /// Also keeps the sessions in `shared`, the replicas' store (rmcp stores
+    /// and restores them there; these sessions mark them active).
+    pub fn shared_in(mut self, shared: Arc<PgSessions>) -> Sessions {
+        self.shared = Some(shared);
+        self
+    }
+
+    /// The replicas' store the sessions are kept in, if any.
+    pub fn store(&self) -> Option<Arc<PgSessions>> {
+        self.shared.clone()
+    }
+
+    /// Tells the replicas' store which sessions were active since `since`,
+    /// and drops those no replica saw for the idle timeout.
+    async fn share_activity(&self, since: Instant) {
+        let Some(shared) = &self.shared else { return };
+        let active: Vec<String> = self
+            .lock()
+            .sessions
+            .iter()
+            .filter(|(_, life)| life.open > 0 || life.last_active >= since)
+            .map(|(id, _)| id.to_string())
+            .collect();
+        if let Err(reason) = shared.keep(&active).await {
+            tracing::warn!("{reason}");
+        }
+        match shared.sweep().await {
+            Ok(0) => {}
+            Ok(dropped) => tracing::debug!("dropped {dropped} idle shared session(s)"),
+            Err(reason) => tracing::warn!("{reason}"),
+        }
     }
 
     /// How many sessions are live.
@@ -157,10 +208,16 @@ impl Sessions {
     pub async fn expire_idle(self: Arc<Self>, stop: CancellationToken) {
         let tick = (self.idle / 4).clamp(Duration::from_millis(10), Duration::from_secs(30));
         let mut trimmed = Instant::now();
+        let mut shared = Instant::now();
         loop {
             tokio::select! {
                 () = tokio::time::sleep(tick) => {}
                 () = stop.cancelled() => return,
+            }
+            if self.shared.is_some() && shared.elapsed() >= tick {
+                let since = shared;
+                shared = Instant::now();
+                self.share_activity(since).await;
             }
             // Sessions closed a tick ago have finished freeing their memory by now.
             if trimmed.elapsed() >= TRIM_EVERY && self.closed.swap(false, Ordering::Relaxed) {
@@ -279,6 +336,27 @@ impl SessionManager for Sessions {
         Ok((id, transport))
     }
 
+    async fn restore_session(&self, id: SessionId) -> Result<RestoreOutcome<Self::Transport>, SessionsError> {
+        {
+            let mut live = self.lock();
+            if live.sessions.contains_key(&id) {
+                return Ok(RestoreOutcome::AlreadyPresent);
+            }
+            if live.sessions.len() + live.creating >= self.limit {
+                refuse(Refusal::Full(self.limit));
+                return Err(SessionsError::Full(self.limit));
+            }
+            live.creating += 1;
+        }
+        let mut reservation = Reservation { live: &self.live, created: None };
+        let restored = self.local.restore_session(id.clone()).await?;
+        if matches!(restored, RestoreOutcome::Restored(_)) {
+            reservation.created = Some(id);
+        }
+        drop(reservation);
+        Ok(restored)
+    }
+
     async fn initialize_session(
         &self,
         id: &SessionId,
@@ -351,6 +429,22 @@ mod tests {
         let (again, refusal) = watch(sessions.create_session()).await;
         assert!(again.is_ok());
         assert_eq!(refusal, None);
+    }
+
+    #[tokio::test]
+    async fn a_restored_session_counts_against_the_cap_and_is_restored_once() {
+        let sessions = Sessions::new(1, Duration::from_secs(60));
+        let (first, _a) = sessions.create_session().await.unwrap();
+        let elsewhere = SessionId::from("started-on-another-replica");
+        let (refused, refusal) = watch(sessions.restore_session(elsewhere.clone())).await;
+        assert!(matches!(refused, Err(SessionsError::Full(1))));
+        assert_eq!(refusal, Some(Refusal::Full(1)));
+        sessions.close_session(&first).await.unwrap();
+        let restored = sessions.restore_session(elsewhere.clone()).await.unwrap();
+        assert!(matches!(restored, RestoreOutcome::Restored(_)));
+        assert!(sessions.touch_free(&elsewhere), "live, and counted");
+        assert!(matches!(sessions.restore_session(elsewhere).await.unwrap(), RestoreOutcome::AlreadyPresent));
+        assert_eq!(sessions.len(), 1);
     }
 
     #[tokio::test]

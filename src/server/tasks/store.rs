@@ -75,6 +75,46 @@ pub struct TaskRecord {
     pub answers: Map<String, Value>,
 }
 
+impl TaskRecord {
+    /// Moves the task to `state` at `now` unless it settled already; when
+    /// this settles it, its answers are dropped and it returns when the task
+    /// ends (one ttl from now).
+    pub fn settle(&mut self, state: State, now: u64) -> Option<u64> {
+        if self.state.is_terminal() {
+            return None;
+        }
+        let settles = state.is_terminal();
+        if settles {
+            self.answers.clear();
+        }
+        self.state = state;
+        self.updated_ms = now;
+        settles.then(|| now.saturating_add(self.ttl_ms))
+    }
+
+    /// `tasks/update` at `now`: keeps the answers that fit an open question
+    /// ([`steps::fits`]) and closes those questions (all closed: working
+    /// again); others are ignored.
+    pub fn answer(&mut self, answers: Map<String, Value>, now: u64) {
+        let State::InputRequired { questions } = &mut self.state else { return };
+        for (key, answer) in answers {
+            let id = &self.id;
+            let fits = questions
+                .get(&key)
+                .and_then(|request| question_of(&key, request))
+                .map(|question| steps::fits(&question, &answer).inspect_err(|why| tracing::debug!("task {id}: {why}")));
+            if let Some(Ok(())) = fits {
+                questions.remove(&key);
+                self.answers.insert(key, answer);
+            }
+        }
+        if questions.is_empty() {
+            self.state = State::Working;
+        }
+        self.updated_ms = now;
+    }
+}
+
 /// Why a store refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoreError {
@@ -118,8 +158,23 @@ pub trait TaskStore: Send + Sync {
 }
 
 /// Milliseconds since the Unix epoch.
-pub(super) fn now_ms() -> u64 {
+pub fn now_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// Why a new task is refused when its owner keeps `owned` tasks and the
+/// store `kept` in all, if it is.
+pub fn refusal(owned: usize, kept: usize) -> Option<String> {
+    if owned >= MAX_TASKS_PER_OWNER {
+        Some(format!(
+            "too many tasks: this client has {MAX_TASKS_PER_OWNER} (running, or settled within their ttl); \
+             try again once some have expired"
+        ))
+    } else if kept >= MAX_TASKS {
+        Some(format!("too many tasks: the server keeps {MAX_TASKS}; try again once some have expired"))
+    } else {
+        None
+    }
 }
 
 /// Tasks kept in this process.
@@ -161,15 +216,9 @@ impl Memory {
 
     /// Moves `record` to `state`, and schedules its end if that settles it.
     fn settle(expiries: &mut BTreeSet<(u64, String)>, record: &mut TaskRecord, state: State, now: u64) {
-        if record.state.is_terminal() {
-            return;
+        if let Some(end) = record.settle(state, now) {
+            expiries.insert((end, record.id.clone()));
         }
-        if state.is_terminal() {
-            expiries.insert((now.saturating_add(record.ttl_ms), record.id.clone()));
-            record.answers.clear();
-        }
-        record.state = state;
-        record.updated_ms = now;
     }
 }
 
@@ -195,17 +244,7 @@ impl TaskStore for MemoryStore {
         let mut memory = self.lock();
         memory.sweep(now_ms());
         let owned = memory.per_owner.get(&record.owner).copied().unwrap_or(0);
-        let refused = if owned >= MAX_TASKS_PER_OWNER {
-            Some(format!(
-                "too many tasks: this client has {MAX_TASKS_PER_OWNER} (running, or settled within their ttl); \
-                 try again once some have expired"
-            ))
-        } else if memory.tasks.len() >= MAX_TASKS {
-            Some(format!("too many tasks: the server keeps {MAX_TASKS}; try again once some have expired"))
-        } else {
-            None
-        };
-        if let Some(message) = refused {
+        if let Some(message) = refusal(owned, memory.tasks.len()) {
             return Box::pin(std::future::ready(Err(StoreError::Full(message))));
         }
         *memory.per_owner.entry(record.owner.clone()).or_default() += 1;
@@ -240,21 +279,7 @@ impl TaskStore for MemoryStore {
         let Some(record) = memory.owned(owner, id) else {
             return Box::pin(std::future::ready(Ok(false)));
         };
-        if let State::InputRequired { questions } = &mut record.state {
-            for (key, answer) in answers {
-                let fits = questions.get(&key).and_then(|request| question_of(&key, request)).map(|question| {
-                    steps::fits(&question, &answer).inspect_err(|why| tracing::debug!("task {id}: {why}"))
-                });
-                if let Some(Ok(())) = fits {
-                    questions.remove(&key);
-                    record.answers.insert(key, answer);
-                }
-            }
-            if questions.is_empty() {
-                record.state = State::Working;
-            }
-            record.updated_ms = now_ms();
-        }
+        record.answer(answers, now_ms());
         Box::pin(std::future::ready(Ok(true)))
     }
 

@@ -1,0 +1,240 @@
+//! Several replicas on one PostgreSQL database (`serve --http … --state
+//! postgres://…`): what they share, and how they tell each other.
+//!
+//! - [`Replicas`] (here): the handle: a connection pool to the state
+//!   database, this process's random origin id, and whether the database
+//!   answers (for `/readyz`);
+//! - [`sessions`]: rmcp's `SessionStore` on the `carte_sessions` table, so a
+//!   legacy session started on one replica is restored on another;
+//! - [`tasks`]: [`PgTaskStore`], the tasks on the `carte_tasks` table;
+//! - [`events`]: one `LISTEN carte_events` connection per replica, kept up
+//!   with backoff; a replica publishes committed writes and task cancels and
+//!   answers there (`NOTIFY`) and ignores its own.
+//!
+//! The tables are created at start (and after every reconnect of the
+//! listener) under an advisory lock, so replicas starting together do not
+//! race. A database that does not answer never stops carte: `/readyz` says
+//! so, the listener retries, and requests that need it fail with an error.
+
+pub mod events;
+pub mod sessions;
+pub mod tasks;
+
+use std::str::FromStr as _;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use tokio_postgres::{Config, NoTls};
+
+pub use events::Event;
+pub use sessions::PgSessions;
+pub use tasks::PgTaskStore;
+
+/// The channel replicas talk on.
+pub const CHANNEL: &str = "carte_events";
+
+/// Connections to the state database a replica keeps at most (besides the listener's).
+const POOL_SIZE: usize = 16;
+
+/// How long a connection, or `/readyz`'s ping, may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The tables, created if missing. Statements only: idempotent.
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS carte_sessions (
+    id text PRIMARY KEY,
+    state jsonb NOT NULL,
+    last_seen timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX IF NOT EXISTS carte_sessions_last_seen ON carte_sessions (last_seen);
+CREATE TABLE IF NOT EXISTS carte_tasks (
+    id text PRIMARY KEY,
+    owner text NOT NULL,
+    record jsonb NOT NULL,
+    expires_ms bigint NOT NULL
+);
+CREATE INDEX IF NOT EXISTS carte_tasks_owner ON carte_tasks (owner);
+CREATE INDEX IF NOT EXISTS carte_tasks_expires ON carte_tasks (expires_ms);
+";
+
+/// The advisory lock creating the tables holds (any fixed number; "carte" in ASCII).
+const SCHEMA_LOCK: i64 = 0x63_61_72_74_65;
+
+/// The shared state of the replicas of one service: see the module doc.
+pub struct Replicas {
+    config: Config,
+    /// The URL as it may be shown (no password).
+    shown: String,
+    pool: Pool,
+    /// This process's id on [`CHANNEL`]: events it published carry it.
+    origin: String,
+    /// Why the listener is not connected, if it is not.
+    down: Mutex<Option<String>>,
+    /// How long a legacy session is kept without activity.
+    session_idle: Duration,
+    /// Databases whose `changed` notice is on its way, not sent yet (one
+    /// notice covers every write committed before it is sent).
+    unsent: Mutex<std::collections::HashSet<String>>,
+}
+
+impl std::fmt::Debug for Replicas {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Replicas({}, origin {})", self.shown, self.origin)
+    }
+}
+
+impl Replicas {
+    /// The shared state at `url` (`postgres://` or `postgresql://`); nothing
+    /// is connected yet. Sessions idle for `session_idle` are dropped.
+    pub fn new(url: &str, session_idle: Duration) -> Result<Replicas, String> {
+        let scheme = url.split_once("://").map(|(scheme, _)| scheme);
+        if !matches!(scheme, Some("postgres" | "postgresql")) {
+            let scheme = scheme.map_or_else(|| "no scheme".to_owned(), |scheme| format!("`{scheme}://`"));
+            return Err(format!("{scheme} is not PostgreSQL's: --state takes postgres://USER@HOST:PORT/DATABASE"));
+        }
+        // Its error never quotes the URL.
+        let mut config = Config::from_str(url).map_err(|err| format!("not a PostgreSQL URL: {err}"))?;
+        let shown = shown(&config);
+        config.connect_timeout(CONNECT_TIMEOUT);
+        config.application_name("carte");
+        let manager =
+            Manager::from_config(config.clone(), NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+        let pool = Pool::builder(manager)
+            .max_size(POOL_SIZE)
+            .runtime(Runtime::Tokio1)
+            .create_timeout(Some(CONNECT_TIMEOUT))
+            .wait_timeout(Some(CONNECT_TIMEOUT))
+            .recycle_timeout(Some(CONNECT_TIMEOUT))
+            .build()
+            .map_err(|err| format!("{shown}: cannot make a connection pool: {err}"))?;
+        Ok(Replicas {
+            config,
+            shown,
+            pool,
+            origin: uuid::Uuid::new_v4().to_string(),
+            down: Mutex::new(Some("not connected yet".to_owned())),
+            session_idle,
+            unsent: Mutex::default(),
+        })
+    }
+
+    /// The database's URL as it may be shown.
+    pub fn shown(&self) -> &str {
+        &self.shown
+    }
+
+    /// A pooled connection, or why there is none.
+    pub(in crate::server) async fn client(&self) -> Result<deadpool_postgres::Object, String> {
+        self.pool.get().await.map_err(|err| match err {
+            deadpool_postgres::PoolError::Backend(err) => {
+                format!("the state database does not answer: {}", reason(&err))
+            }
+            deadpool_postgres::PoolError::Timeout(_) => {
+                "the state database does not answer: no connection within the connect timeout".to_owned()
+            }
+            other => format!("the state database does not answer: {other}"),
+        })
+    }
+
+    /// Whether the state database answers now (for `/readyz`), and if not, why.
+    pub async fn ready(&self) -> Result<(), String> {
+        if let Some(reason) = self.down.lock().unwrap_or_else(PoisonError::into_inner).clone() {
+            return Err(reason);
+        }
+        tokio::time::timeout(CONNECT_TIMEOUT, async {
+            let client = self.client().await?;
+            client
+                .simple_query("")
+                .await
+                .map(|_| ())
+                .map_err(|err| format!("the state database does not answer: {}", reason(&err)))
+        })
+        .await
+        .unwrap_or_else(|_| Err(format!("the state database gave no answer within {}s", CONNECT_TIMEOUT.as_secs())))
+    }
+
+    fn set_down(&self, reason: Option<String>) {
+        *self.down.lock().unwrap_or_else(PoisonError::into_inner) = reason;
+    }
+
+    /// The sessions of the replicas.
+    pub fn sessions(self: &Arc<Self>) -> PgSessions {
+        PgSessions::new(Arc::clone(self), self.session_idle)
+    }
+}
+
+/// `err` and its causes, `a: b: c` (tokio-postgres's own message leaves the cause out:
+/// "error connecting to server").
+pub(in crate::server) fn reason(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut cause = err.source();
+    while let Some(next) = cause {
+        let said = next.to_string();
+        if !text.ends_with(&said) {
+            text = format!("{text}: {said}");
+        }
+        cause = next.source();
+    }
+    text
+}
+
+/// Creates the tables if they are missing, under an advisory lock (replicas
+/// starting together), then listens on [`CHANNEL`] if `listen`.
+async fn create_tables(client: &tokio_postgres::Client, listen: bool) -> Result<(), tokio_postgres::Error> {
+    let listen = if listen { format!("LISTEN {CHANNEL};") } else { String::new() };
+    client
+        .batch_execute(&format!("BEGIN; SELECT pg_advisory_xact_lock({SCHEMA_LOCK}); {SCHEMA} COMMIT; {listen}"))
+        .await
+}
+
+/// `postgres://USER@HOST:PORT/DATABASE` of `config`, never its password.
+fn shown(config: &Config) -> String {
+    let hosts: Vec<String> = config
+        .get_hosts()
+        .iter()
+        .zip(config.get_ports().iter().chain(std::iter::repeat(&5432)))
+        .map(|(host, port)| match host {
+            tokio_postgres::config::Host::Tcp(name) => format!("{name}:{port}"),
+            tokio_postgres::config::Host::Unix(path) => format!("{}:{port}", path.display()),
+        })
+        .collect();
+    let user = config.get_user().unwrap_or_default();
+    format!("postgres://{user}@{}/{}", hosts.join(","), config.get_dbname().unwrap_or(user))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reason_names_the_causes() {
+        let cause = std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "Connection refused");
+        let err = std::io::Error::other(Wrapped(cause));
+        assert_eq!(reason(&err), "wrapped: Connection refused");
+    }
+
+    #[derive(Debug)]
+    struct Wrapped(std::io::Error);
+
+    impl std::fmt::Display for Wrapped {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("wrapped")
+        }
+    }
+
+    impl std::error::Error for Wrapped {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    #[test]
+    fn only_postgres_urls_and_the_password_is_not_shown() {
+        let refused = Replicas::new("redis://u:secret@h:6379/0", Duration::from_secs(60)).unwrap_err();
+        assert!(refused.contains("`redis://` is not PostgreSQL") && !refused.contains("secret"), "{refused}");
+        let replicas = Replicas::new("postgres://u:secret@127.0.0.1:5432/db", Duration::from_secs(60)).unwrap();
+        assert!(!replicas.shown().contains("secret"), "{}", replicas.shown());
+        assert!(Replicas::new("postgresql://u@127.0.0.1/db", Duration::from_secs(60)).is_ok());
+    }
+}
