@@ -124,8 +124,10 @@ enum Command {
         /// HTTP: share sessions, tasks and change events with the other
         /// replicas of this service through this PostgreSQL database
         /// (postgres://USER@HOST:PORT/DATABASE; carte creates its tables
-        /// there). Give every replica the same --state-key-env too.
-        #[arg(long, value_name = "URL", requires = "http")]
+        /// there). Give every replica the same --state-key-env too. Read from
+        /// the environment variable CARTE_STATE when not given, so that a
+        /// password stays out of the command line (its value is never shown).
+        #[arg(long, value_name = "URL", requires = "http", env = "CARTE_STATE", hide_env_values = true)]
         state: Option<String>,
         /// stdio: serve only the tools of this toolset (the catalog's
         /// `toolsets:`); over HTTP each toolset is at /mcp/NAME.

@@ -235,7 +235,11 @@ fn a_state_database_that_does_not_answer_leaves_carte_up_but_not_ready() {
         "tools:\n  - name: wait\n    description: Waits.\n    task: { mode: required }\n    run: { text: done }\n",
     );
     let state = format!("postgres://carte:secret@127.0.0.1:{port}/state");
-    let server = HttpServer::start(&path, &["--state", &state], &[]);
+    // From the environment (CARTE_STATE), as a service keeps a password out of its command line.
+    let server = HttpServer::start(&path, &[], &[("CARTE_STATE", &state)]);
+    let help = common::carte().args(["serve", "--help"]).env("CARTE_STATE", &state).output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(help.contains("CARTE_STATE") && !help.contains("secret"), "{help}");
     let (status, body) = readyz(server.addr);
     assert_eq!(status, 503, "{body}");
     assert_eq!(body["status"], "unready");
