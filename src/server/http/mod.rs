@@ -506,17 +506,13 @@ async fn authorize_oauth(state: &AppState, verifier: &oauth::Verifier, request: 
             let message = format!("Payload Too Large: request body exceeds {} bytes", state.max_body_bytes);
             return (StatusCode::PAYLOAD_TOO_LARGE, message).into_response();
         };
-        let snapshot = state.shared.snapshot();
-        // At `/mcp/{toolset}`, only that toolset's tools: another is unknown there, as rmcp will say.
-        let visible = |name: &str| match path.strip_prefix("/mcp/") {
-            Some(toolset) => {
-                snapshot.catalog.toolsets.get(toolset).is_some_and(|tools| tools.iter().any(|t| t == name))
-            }
-            None => true,
-        };
+        // The endpoint's view: at `/mcp/{toolset}`, only that toolset's tools
+        // (another is unknown there, as rmcp will say; so is every tool of a
+        // toolset the catalog lacks).
+        let toolset: Option<Arc<str>> = path.strip_prefix("/mcp/").map(Arc::from);
+        let view = crate::server::View::of(state.shared.snapshot(), toolset.as_ref()).ok();
         if let Some(call) = tool_call(&bytes)
-            && visible(&call.name)
-            && let Some(tool) = snapshot.catalog.tool(&call.name)
+            && let Some(tool) = view.as_ref().and_then(|view| view.tool(&call.name))
         {
             let missing = caller.missing(&tool.scopes);
             if !missing.is_empty() {
