@@ -37,20 +37,15 @@ type Log = Arc<Mutex<Vec<Seen>>>;
 struct Upstream {
     addr: SocketAddr,
     seen: Log,
-    _runtime: tokio::runtime::Runtime,
+    _server: common::http::LocalServer,
 }
 
 impl Upstream {
     fn start() -> Upstream {
-        let runtime =
-            tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime");
-        let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).expect("bind");
-        let addr = listener.local_addr().expect("address");
         let seen: Log = Arc::default();
         let app = axum::Router::new().fallback(answer).with_state(seen.clone());
-        let app = app.into_make_service_with_connect_info::<SocketAddr>();
-        runtime.spawn(async move { axum::serve(listener, app).await });
-        Upstream { addr, seen, _runtime: runtime }
+        let server = common::http::LocalServer::bind().serve(app);
+        Upstream { addr: server.addr, seen, _server: server }
     }
 
     fn base(&self) -> String {
@@ -417,14 +412,12 @@ type Notes = Arc<Mutex<Vec<Note>>>;
 
 /// The REST API `examples/notes/catalog.yaml` is written for, in memory:
 /// `GET/POST /notes`, `GET/PATCH/DELETE /notes/{id}`; it wants the token.
-fn notes_api(runtime: &tokio::runtime::Runtime) -> SocketAddr {
+fn notes_api() -> common::http::LocalServer {
     use axum::Json;
     use axum::extract::Path;
     use axum::http::HeaderMap;
     use axum::routing::get;
 
-    let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).expect("bind");
-    let addr = listener.local_addr().expect("address");
     let authorized = |headers: &HeaderMap| headers.get("authorization").is_some_and(|v| v == "Bearer t0ken");
     let missing = || (StatusCode::NOT_FOUND, Json(json!({"error": "no such note"}))).into_response();
     let app = axum::Router::new()
@@ -477,16 +470,14 @@ fn notes_api(runtime: &tokio::runtime::Runtime) -> SocketAddr {
             }),
         )
         .with_state(Notes::default());
-    runtime.spawn(async move { axum::serve(listener, app).await });
-    addr
+    common::http::LocalServer::bind().serve(app)
 }
 
 #[test]
 fn the_notes_example_works_against_its_api() {
-    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime");
-    let api = notes_api(&runtime);
+    let api = notes_api();
     let catalog = common::repo_root().join("examples/notes/catalog.yaml");
-    let base = format!("http://{api}");
+    let base = format!("http://{}", api.addr);
     let mut server = Server::initialized(&catalog, &[("NOTES_API", base.as_str()), ("NOTES_TOKEN", "t0ken")]);
     let mut call = |name: &str, arguments: Value| {
         let result = call(&mut server, name, arguments);

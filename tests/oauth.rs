@@ -5,7 +5,6 @@
 
 mod common;
 
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -61,15 +60,13 @@ struct Issuer {
     url: String,
     jwks: Arc<Mutex<JwkSet>>,
     fetches: Arc<AtomicUsize>,
-    _runtime: tokio::runtime::Runtime,
+    _server: common::http::LocalServer,
 }
 
 impl Issuer {
     fn start(keys: &[&Key]) -> Issuer {
-        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
-        let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).expect("bind");
-        let addr: SocketAddr = listener.local_addr().unwrap();
-        let url = format!("http://{addr}");
+        let server = common::http::LocalServer::bind();
+        let url = format!("http://{}", server.addr);
         let jwks = Arc::new(Mutex::new(JwkSet { keys: keys.iter().map(|key| key.jwk.clone()).collect() }));
         let fetches = Arc::new(AtomicUsize::new(0));
         let metadata = json!({ "issuer": url, "jwks_uri": format!("{url}/jwks") });
@@ -83,8 +80,7 @@ impl Issuer {
                 }),
             )
             .with_state((jwks.clone(), fetches.clone()));
-        runtime.spawn(async move { axum::serve(listener, app).await });
-        Issuer { url, jwks, fetches, _runtime: runtime }
+        Issuer { url, jwks, fetches, _server: server.serve(app) }
     }
 
     fn publish(&self, keys: &[&Key]) {

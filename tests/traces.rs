@@ -38,22 +38,18 @@ struct Received {
 struct Receiver {
     addr: SocketAddr,
     received: Arc<Mutex<Received>>,
-    _runtime: tokio::runtime::Runtime,
+    _server: common::http::LocalServer,
 }
 
 impl Receiver {
     fn start() -> Receiver {
-        let runtime =
-            tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime");
-        let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).expect("bind");
-        let addr = listener.local_addr().expect("address");
         let received = Arc::<Mutex<Received>>::default();
         let app = axum::Router::new()
             .route("/v1/traces", axum::routing::post(export))
             .fallback(upstream)
             .with_state(received.clone());
-        runtime.spawn(async move { axum::serve(listener, app).await });
-        Receiver { addr, received, _runtime: runtime }
+        let server = common::http::LocalServer::bind().serve(app);
+        Receiver { addr: server.addr, received, _server: server }
     }
 
     fn base(&self) -> String {

@@ -345,3 +345,31 @@ impl HttpServer {
         }
     }
 }
+
+/// A local HTTP server a test starts in its own process (an upstream, an
+/// issuer, a collector): bound on 127.0.0.1 at once, so its address can go
+/// into the app; serving on a runtime of its own once given the app, until
+/// dropped. Handlers may take `ConnectInfo<SocketAddr>`.
+pub struct LocalServer {
+    pub addr: SocketAddr,
+    listener: Option<tokio::net::TcpListener>,
+    runtime: tokio::runtime::Runtime,
+}
+
+impl LocalServer {
+    pub fn bind() -> LocalServer {
+        let runtime =
+            tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().expect("runtime");
+        let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).expect("bind");
+        let addr = listener.local_addr().expect("address");
+        LocalServer { addr, listener: Some(listener), runtime }
+    }
+
+    /// Serves `app`; `self` keeps it running.
+    pub fn serve(mut self, app: axum::Router) -> LocalServer {
+        let listener = self.listener.take().expect("served once");
+        let app = app.into_make_service_with_connect_info::<SocketAddr>();
+        self.runtime.spawn(async move { axum::serve(listener, app).await });
+        self
+    }
+}
