@@ -10,13 +10,20 @@
 //! Run with `cargo bench --bench http` (or `-- calls` for the first alone,
 //! `-- sessions` for the third); figures are printed, not asserted. The calls
 //! also print the server's CPU time per call (user + system, from
-//! `/proc/PID/stat`): the figure telemetry must not change when it is off.
+//! `/proc/PID/stat`).
+//!
+//! `-- telemetry` measures what traces cost: the CPU time per call with
+//! traces off and on (exporting to a local OTLP sink the bench runs), and of
+//! another build when `CARTE_BENCH_BASELINE` names its binary — the figure
+//! that must not change when telemetry is off. The servers take turns, a
+//! second each, so that whatever else the machine does falls on all alike,
+//! and each round is compared within itself.
 
 mod common;
 
-use common::{Connection, Server, TIMEOUT, back_to_back, ms, percentile, start};
-use std::io::{BufRead, Write};
-use std::net::SocketAddr;
+use common::{Connection, Server, TIMEOUT, back_to_back, ms, percentile, start, start_binary};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener};
 use std::path::Path;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
@@ -30,6 +37,10 @@ fn main() {
     let reservo = Path::new(env!("CARGO_MANIFEST_DIR")).join("catalogs/reservo.yaml");
     if std::env::args().any(|arg| arg == "sessions") {
         sessions_memory(&reservo, 10_000);
+        return;
+    }
+    if std::env::args().any(|arg| arg == "telemetry") {
+        telemetry(&reservo, 16, 15);
         return;
     }
     let server = serve(&reservo, &[]);
@@ -111,12 +122,19 @@ fn sessions_memory(catalog: &Path, count: usize) {
     }
 }
 
-fn calls(server: &Server, sessions: usize, run_for: Duration) {
+/// `sessions` sessions calling `get_quote` back to back for `run_for`: every
+/// call's latency (sorted), the time it took, and the server's CPU seconds.
+fn get_quotes(server: &Server, sessions: usize, run_for: Duration) -> (Vec<Duration>, Duration, f64) {
     let call = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"get_quote","arguments":{"room":"Focus","tier":"pro","hours":3}}}"#;
     let cpu_before = cpu_seconds(server.child.id());
     let (mut all, elapsed) = back_to_back(server, sessions, run_for, call, "11250 cents");
     let cpu = cpu_seconds(server.child.id()) - cpu_before;
     all.sort();
+    (all, elapsed, cpu)
+}
+
+fn calls(server: &Server, sessions: usize, run_for: Duration) {
+    let (all, elapsed, cpu) = get_quotes(server, sessions, run_for);
     println!(
         "HTTP tools/call get_quote, {sessions:>2} sessions: {:>6.0} calls/s, p50 {:.2} ms, p99 {:.2} ms, server CPU {:.1} µs/call ({} calls)",
         all.len() as f64 / elapsed.as_secs_f64(),
@@ -125,6 +143,96 @@ fn calls(server: &Server, sessions: usize, run_for: Duration) {
         cpu * 1e6 / all.len().max(1) as f64,
         all.len()
     );
+}
+
+/// Server CPU per `get_quote` call with `sessions` sessions, over `rounds`
+/// rounds in which each server calls for a second, in turn (the order
+/// rotating): traces off, on (exporting to a local sink), and the build
+/// `CARTE_BENCH_BASELINE` names, if any, with its traces off.
+fn telemetry(catalog: &Path, sessions: usize, rounds: usize) {
+    let endpoint = format!("http://{}", otlp_sink());
+    let memory = ("RESERVO_DATABASE_URL", "sqlite::memory:");
+    let mut servers: Vec<(String, Server)> = Vec::new();
+    if let Ok(baseline) = std::env::var("CARTE_BENCH_BASELINE") {
+        let server = start_binary(Path::new(&baseline), catalog, &[], &[memory]);
+        servers.push((format!("baseline ({baseline})"), server));
+    }
+    servers.push(("traces off".to_owned(), serve(catalog, &[])));
+    servers.push(("traces on".to_owned(), start(catalog, &[], &[memory, ("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)])));
+    for (_, server) in &servers {
+        get_quotes(server, sessions, Duration::from_secs(1)); // warm up
+    }
+    let mut per_call: Vec<Vec<f64>> = vec![Vec::new(); servers.len()];
+    for round in 0..rounds {
+        for turn in 0..servers.len() {
+            let which = (round + turn) % servers.len();
+            let (all, _, cpu) = get_quotes(&servers[which].1, sessions, Duration::from_secs(1));
+            per_call[which].push(cpu * 1e6 / all.len().max(1) as f64);
+        }
+    }
+    println!(
+        "telemetry: server CPU per get_quote call, {sessions} sessions, {rounds} rounds of 1 s each (median [p25, p75]):"
+    );
+    for ((name, _), figures) in servers.iter().zip(&per_call) {
+        let (p25, p50, p75) = quartiles(figures.clone());
+        println!("  {name}: {p50:.1} µs/call [{p25:.1}, {p75:.1}]");
+    }
+    // Within each round: off against the baseline (what telemetry off costs), on against off.
+    let off = servers.len() - 2;
+    let pairs = [(off, off.checked_sub(1)), (off + 1, Some(off))];
+    for (this, against) in pairs.into_iter().filter_map(|(this, against)| Some((this, against?))) {
+        let ratios: Vec<f64> =
+            per_call[this].iter().zip(&per_call[against]).map(|(this, against)| this / against).collect();
+        let (p25, p50, p75) = quartiles(ratios);
+        let (this, against) = (&servers[this].0, &servers[against].0);
+        println!("  {this} ÷ {against}, round by round: {p50:.3} [{p25:.3}, {p75:.3}]");
+    }
+}
+
+/// The 25th, 50th and 75th percentiles of `figures`.
+fn quartiles(mut figures: Vec<f64>) -> (f64, f64, f64) {
+    figures.sort_by(f64::total_cmp);
+    let at = |p: f64| figures.get(((figures.len().max(1) - 1) as f64 * p).round() as usize).copied().unwrap_or(0.0);
+    (at(0.25), at(0.5), at(0.75))
+}
+
+/// An OTLP/HTTP collector that takes every export and answers 200: where
+/// the traces go when they are on. Returns its address.
+fn otlp_sink() -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind the sink");
+    let addr = listener.local_addr().expect("the sink's address");
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut writer = stream.try_clone().expect("clone");
+                let mut reader = BufReader::new(stream);
+                let mut line = String::new();
+                loop {
+                    let mut length = 0;
+                    loop {
+                        line.clear();
+                        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        let header = line.trim_end().to_ascii_lowercase();
+                        if header.is_empty() {
+                            break;
+                        }
+                        if let Some(value) = header.strip_prefix("content-length:") {
+                            length = value.trim().parse().unwrap_or(0);
+                        }
+                    }
+                    let mut body = vec![0; length];
+                    if reader.read_exact(&mut body).is_err()
+                        || writer.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n").is_err()
+                    {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    addr
 }
 
 /// The CPU time (user + system) a process has used, in seconds.

@@ -31,11 +31,19 @@ impl Drop for Server {
 /// Starts `carte serve --http 127.0.0.1:0 EXTRA… CATALOG` with `envs` set and
 /// waits until it says where it listens.
 pub fn start(catalog: &Path, extra: &[&str], envs: &[(&str, &str)]) -> Server {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_carte"))
+    start_binary(Path::new(env!("CARGO_BIN_EXE_carte")), catalog, extra, envs)
+}
+
+/// [`start`] with another carte binary: `binary` (a build to compare with).
+pub fn start_binary(binary: &Path, catalog: &Path, extra: &[&str], envs: &[(&str, &str)]) -> Server {
+    let mut child = Command::new(binary)
         .args(["serve", "--http", "127.0.0.1:0"])
         .args(extra)
         .arg(catalog)
         .env("CARTE_LOG", "info")
+        // Traces only where a bench asks for them.
+        .env_remove("OTEL_EXPORTER_OTLP_ENDPOINT")
+        .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
         .envs(envs.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
