@@ -139,22 +139,63 @@ struct EffectLabels {
     effect: &'static str,
 }
 
-/// Why an effect failed, as its result says.
+/// Why an effect failed: its `error_type` here and the `error.type` of its
+/// trace span (see [`std::fmt::Display`]), so both name a failure alike.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum EffectError {
-    /// The effect's work failed (a statement, a request, a program, a timeout).
-    Failed,
-    /// The effect ran but its result did not render, so its work was undone.
+    /// A template of the effect did not render, or rendered what it cannot
+    /// use (a NUL byte in an argument, a URL that does not parse):
+    /// `render_failed`.
+    Render,
+    /// The SQL statement failed: `statement_failed`.
+    Statement,
+    /// The HTTP request got no answer (refused, reset, too large): `no_answer`.
+    NoAnswer,
+    /// No answer within the effect's `timeout`: `timeout`.
+    Timeout,
+    /// The HTTP answer's status is not one the effect accepts: the status (`503`).
+    Status(u16),
+    /// The program could not be started, or was stopped (its timeout, a
+    /// cancel): `run_failed`.
+    Run,
+    /// The program exited with a code the effect does not accept: `exit_code`.
+    ExitCode,
+    /// The effect ran but its result did not render, so its work was
+    /// undone (or, without a transaction, is reported): `result_refused`.
     Refused,
+}
+
+impl EffectError {
+    /// Its name (a status is shown by its number instead).
+    fn name(self) -> &'static str {
+        match self {
+            EffectError::Render => "render_failed",
+            EffectError::Statement => "statement_failed",
+            EffectError::NoAnswer => "no_answer",
+            EffectError::Timeout => "timeout",
+            EffectError::Status(_) => "status",
+            EffectError::Run => "run_failed",
+            EffectError::ExitCode => "exit_code",
+            EffectError::Refused => "result_refused",
+        }
+    }
+}
+
+impl std::fmt::Display for EffectError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EffectError::Status(status) => write!(f, "{status}"),
+            other => f.write_str(other.name()),
+        }
+    }
 }
 
 impl EncodeLabelValue for EffectError {
     fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
-        let text = match self {
-            EffectError::Failed => "failed",
-            EffectError::Refused => "refused",
-        };
-        EncodeLabelValue::encode(&text, encoder)
+        match self {
+            EffectError::Status(status) => EncodeLabelValue::encode(&u64::from(*status), encoder),
+            other => EncodeLabelValue::encode(&other.name(), encoder),
+        }
     }
 }
 
@@ -365,8 +406,14 @@ mod tests {
     #[test]
     fn effect_errors_are_counted_by_effect_and_kind() {
         effect("command", Duration::from_millis(1), Some(EffectError::Refused));
+        effect("http", Duration::from_millis(1), Some(EffectError::Status(503)));
+        effect("http", Duration::from_millis(1), Some(EffectError::Timeout));
         let text = encode(Current { calls_in_flight: 2, clients: 3, generation: 7 }).unwrap();
-        assert!(text.contains(r#"carte_effect_errors_total{effect="command",error_type="refused"}"#), "{text}");
+        assert!(text.contains(r#"carte_effect_errors_total{effect="command",error_type="result_refused"}"#), "{text}");
+        assert!(text.contains(r#"carte_effect_errors_total{effect="http",error_type="503"}"#), "{text}");
+        assert!(text.contains(r#"carte_effect_errors_total{effect="http",error_type="timeout"}"#), "{text}");
+        assert_eq!(EffectError::Status(404).to_string(), "404");
+        assert_eq!(EffectError::Statement.to_string(), "statement_failed");
         assert!(text.contains(r#"carte_effect_duration_seconds_count{effect="command"}"#), "{text}");
     }
 }

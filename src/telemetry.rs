@@ -172,13 +172,15 @@ pub fn inject(span: &Span, headers: &mut reqwest::header::HeaderMap) {
     TraceContextPropagator::new().inject_context(&span.context(), &mut opentelemetry_http::HeaderInjector(headers));
 }
 
-/// Marks `span` failed: its `error.type` and an error status.
-pub fn failed(span: &Span, error_type: &str) {
+/// Marks `span` failed: its `error.type` and an error status (`error_type`
+/// is made text only for a span that is enabled).
+pub fn failed(span: &Span, error_type: impl std::fmt::Display) {
     if span.is_disabled() {
         return;
     }
-    span.set_attribute("error.type", error_type.to_owned());
-    span.set_status(Status::error(error_type.to_owned()));
+    let error_type = error_type.to_string();
+    span.set_attribute("error.type", error_type.clone());
+    span.set_status(Status::error(error_type));
 }
 
 /// Sets one attribute of `span` (nothing if it is disabled).

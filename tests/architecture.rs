@@ -34,7 +34,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("telemetry", &[]),
     ("metrics", &[]),
     ("render", &["diag"]),
-    ("effect", &["diag", "duration", "render", "telemetry"]),
+    ("effect", &["diag", "duration", "metrics", "render", "telemetry"]),
     ("catalog", &["diag", "duration", "effect", "render", "uri_template"]),
     ("resource", &["catalog", "effect", "render"]),
     ("content", &["catalog", "render", "resource"]),

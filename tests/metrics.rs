@@ -10,6 +10,8 @@ use common::http::{HttpServer, send, wait_for};
 use serde_json::json;
 
 const CATALOG: &str = r#"server: { name: metrics, version: 1.0.0 }
+apis:
+  upstream: { baseUrl: "${UPSTREAM:-http://127.0.0.1:9}" }
 tools:
   - name: greet
     description: Says hello.
@@ -29,6 +31,10 @@ tools:
     run:
       command: { argv: ["false"] }
       text: "ran"
+  - name: unavailable
+    description: Asks an upstream that answers 503.
+    run:
+      http: { api: upstream, path: /busy }
 "#;
 
 /// The exposition text; asserts its status and content type.
@@ -68,7 +74,10 @@ fn call_count(tool: &str, error_type: &str) -> String {
 fn calls_effects_and_reloads_show_in_metrics() {
     let dir = TempDir::new("metrics");
     let path = dir.write("catalog.yaml", CATALOG);
-    let server = HttpServer::start(&path, &["--debounce", "20"], &[]);
+    let busy = axum::Router::new().fallback(|| async { axum::http::StatusCode::SERVICE_UNAVAILABLE });
+    let upstream = common::http::LocalServer::bind().serve(busy);
+    let base = format!("http://{}", upstream.addr);
+    let server = HttpServer::start(&path, &["--debounce", "20"], &[("UPSTREAM", &base)]);
     let session = server.session();
     let events = server.stream(&session);
 
@@ -80,7 +89,8 @@ fn calls_effects_and_reloads_show_in_metrics() {
     let unknown_code = call(6, "another_unknown")["error"]["code"].clone();
     assert_eq!(call(7, "succeed")["result"]["isError"], json!(false));
     assert_eq!(call(8, "crash")["result"]["isError"], json!(true));
-    server.request(&session, 9, "tools/list", json!({}));
+    assert_eq!(call(9, "unavailable")["result"]["isError"], json!(true));
+    server.request(&session, 10, "tools/list", json!({}));
 
     let text = scrape(&server);
     assert_eq!(sample(&text, &call_count("greet", "")), Some(2.0), "{text}");
@@ -96,13 +106,13 @@ fn calls_effects_and_reloads_show_in_metrics() {
     assert_eq!(sample(&text, &bucket), Some(2.0), "{text}");
     assert_eq!(sample(&text, "carte_tool_calls_in_flight"), Some(0.0), "{text}");
     assert_eq!(sample(&text, "carte_catalog_generation"), Some(1.0), "{text}");
-    // `true` and `false` ran as command effects; `false` exited 1.
+    // `true` and `false` ran as command effects; `false` exited 1. Errors
+    // are named as the effects' trace spans name them.
     assert_eq!(sample(&text, r#"carte_effect_duration_seconds_count{effect="command"}"#), Some(2.0), "{text}");
-    assert_eq!(
-        sample(&text, r#"carte_effect_errors_total{effect="command",error_type="failed"}"#),
-        Some(1.0),
-        "{text}"
-    );
+    let exit_code = r#"carte_effect_errors_total{effect="command",error_type="exit_code"}"#;
+    assert_eq!(sample(&text, exit_code), Some(1.0), "{text}");
+    let status = r#"carte_effect_errors_total{effect="http",error_type="503"}"#;
+    assert_eq!(sample(&text, status), Some(1.0), "{text}");
 
     // An accepted reload, then a rejected one.
     dir.write("catalog.yaml", &CATALOG.replace("Says hello.", "Says hello again."));

@@ -28,6 +28,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::diag::{Diagnostic, Location};
+pub use crate::metrics::EffectError;
 
 /// What an effect gives the result template.
 #[derive(Debug, Clone, PartialEq)]
@@ -48,8 +49,14 @@ pub struct Output {
 /// Why an effect gave no result.
 #[derive(Debug)]
 pub enum Failure<T> {
-    /// The effect failed, for this reason: the call's error result says it.
-    Failed(String),
+    /// The effect failed (`error`: how, as metrics and traces name it) for
+    /// `reason`, which the call's error result says.
+    Failed {
+        /// The kind of failure.
+        error: EffectError,
+        /// What went wrong, for the model.
+        reason: String,
+    },
     /// `finish` failed with `reason`; `undone` is what the model must be
     /// told about the work that was undone (a write rolled back).
     Refused {
@@ -58,6 +65,29 @@ pub enum Failure<T> {
         /// A notice that the effect's work was undone, if it was.
         undone: Option<&'static str>,
     },
+}
+
+impl<T> Failure<T> {
+    /// A template of the effect did not render (or rendered what the effect
+    /// cannot use) for `reason`.
+    pub fn render(reason: String) -> Failure<T> {
+        Failure::Failed { error: EffectError::Render, reason }
+    }
+
+    /// The effect's work failed with `error` for `reason`; `span`, the
+    /// effect's trace span, says so too.
+    pub fn of(span: &tracing::Span, error: EffectError, reason: String) -> Failure<T> {
+        crate::telemetry::failed(span, error);
+        Failure::Failed { error, reason }
+    }
+
+    /// How it failed, as metrics name it.
+    pub fn error(&self) -> EffectError {
+        match self {
+            Failure::Failed { error, .. } => *error,
+            Failure::Refused { .. } => EffectError::Refused,
+        }
+    }
 }
 
 /// A template an effect renders when it runs (a URL path, an argument of

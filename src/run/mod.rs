@@ -216,19 +216,14 @@ async fn finish(
             }
         })
         .await;
-    let failure = match &outcome {
-        Ok(_) => None,
-        Err(Failure::Failed(_)) => Some(metrics::EffectError::Failed),
-        Err(Failure::Refused { .. }) => Some(metrics::EffectError::Refused),
-    };
-    metrics::effect(effect.key(), started.elapsed(), failure);
+    metrics::effect(effect.key(), started.elapsed(), outcome.as_ref().err().map(Failure::error));
     match outcome {
         Ok(outcome) => outcome,
         Err(Failure::Refused { reason: mut outcome, undone }) => {
             outcome.blocks.extend(undone.map(|notice| Output::Text(notice.to_owned())));
             outcome
         }
-        Err(Failure::Failed(message)) => ToolOutcome::error(format!("tool `{}` failed: {message}", tool.name)),
+        Err(Failure::Failed { reason, .. }) => ToolOutcome::error(format!("tool `{}` failed: {reason}", tool.name)),
     }
 }
 

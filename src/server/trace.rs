@@ -46,7 +46,7 @@ pub(super) async fn traced<T: Outcome>(
     }
     let answered = answer.instrument(span.clone()).await;
     match &answered {
-        Err(err) => telemetry::failed(&span, &err.code.0.to_string()),
+        Err(err) => telemetry::failed(&span, err.code.0),
         Ok(result) if result.is_tool_error() => telemetry::failed(&span, "tool_error"),
         Ok(_) => {}
     }

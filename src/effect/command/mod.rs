@@ -32,7 +32,7 @@ mod load;
 
 use load::{Shown, check_cwd, check_timeout, find_program};
 
-use super::{Call, Check, Failure, Kind, Output, Sections, Template};
+use super::{Call, Check, EffectError, Failure, Kind, Output, Sections, Template};
 use crate::diag::redact;
 use crate::duration::{DurationSpec, show_duration};
 use crate::telemetry;
@@ -272,7 +272,7 @@ impl Kind for Command {
         let rendered = if self.templates.is_empty() {
             Vec::new()
         } else {
-            call.render(&self.templates).await.map_err(Failure::Failed)?
+            call.render(&self.templates).await.map_err(Failure::render)?
         };
         let text = |part: &Part| -> Result<String, String> {
             match part {
@@ -286,9 +286,9 @@ impl Kind for Command {
         };
         let mut command = tokio::process::Command::new(&self.program);
         for (idx, arg) in self.args.iter().enumerate() {
-            let arg = text(arg).map_err(Failure::Failed)?;
+            let arg = text(arg).map_err(Failure::render)?;
             if arg.contains('\0') {
-                return Err(Failure::Failed(format!("argument {} of `{}` contains a NUL byte", idx + 1, self.name)));
+                return Err(Failure::render(format!("argument {} of `{}` contains a NUL byte", idx + 1, self.name)));
             }
             command.arg(arg);
         }
@@ -297,13 +297,13 @@ impl Kind for Command {
             command.env("PATH", path);
         }
         for (name, value) in &self.env {
-            let value = text(value).map_err(Failure::Failed)?;
+            let value = text(value).map_err(Failure::render)?;
             if value.contains('\0') {
-                return Err(Failure::Failed(format!("environment variable `{name}` contains a NUL byte")));
+                return Err(Failure::render(format!("environment variable `{name}` contains a NUL byte")));
             }
             command.env(name, value);
         }
-        let stdin = self.stdin.as_ref().map(text).transpose().map_err(Failure::Failed)?;
+        let stdin = self.stdin.as_ref().map(text).transpose().map_err(Failure::render)?;
         command
             .current_dir(&self.cwd)
             .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
@@ -318,18 +318,19 @@ impl Kind for Command {
             process.executable.name = %self.name,
             process.exit.code = tracing::field::Empty,
         );
-        let ran = self.spawn_and_wait(command, stdin, call).instrument(span.clone()).await.map_err(|err| {
-            telemetry::failed(&span, "run_failed");
-            Failure::Failed(err)
-        })?;
+        let ran = self
+            .spawn_and_wait(command, stdin, call)
+            .instrument(span.clone())
+            .await
+            .map_err(|err| Failure::of(&span, EffectError::Run, err))?;
         let status = ran.status;
         let exit_code = status.code();
         if let Some(code) = exit_code {
             span.record("process.exit.code", code);
         }
         if !exit_code.is_some_and(|code| self.ok_exit_codes.contains(&code)) {
-            telemetry::failed(&span, "exit_code");
-            return Err(Failure::Failed(redact(&self.failure(status, &ran.stderr)).into_owned()));
+            let reason = redact(&self.failure(status, &ran.stderr)).into_owned();
+            return Err(Failure::of(&span, EffectError::ExitCode, reason));
         }
         let mut notices = Vec::new();
         for (stream, read) in [("stdout", &ran.stdout), ("stderr", &ran.stderr)] {

@@ -36,7 +36,7 @@ use apis::parse_timeout;
 pub use apis::{Api, Apis, DeclaredApi, check_apis};
 use exchange::{error_body, show_status};
 
-use super::{Call, Check, Failure, Kind, Output, Sections, Template};
+use super::{Call, Check, EffectError, Failure, Kind, Output, Sections, Template};
 use crate::diag::{Diagnostic, did_you_mean};
 use crate::duration::{DurationSpec, show_duration};
 use crate::telemetry;
@@ -394,23 +394,20 @@ impl Kind for Http {
         F: FnOnce(Output) -> Fut,
         Fut: Future<Output = Result<T, T>>,
     {
-        let rendered = call.render(&self.templates).await.map_err(Failure::Failed)?;
-        let (mut request, label) = self.request(&rendered).map_err(Failure::Failed)?;
+        let rendered = call.render(&self.templates).await.map_err(Failure::render)?;
+        let (mut request, label) = self.request(&rendered).map_err(Failure::render)?;
         let span = self.client_span(&request);
         telemetry::inject(&span, request.headers_mut());
         let exchange = self.exchange(request, &label).instrument(span.clone());
         let answer = match tokio::time::timeout(self.timeout, exchange).await {
-            Ok(answer) => answer.map_err(|err| {
-                telemetry::failed(&span, "no_answer");
-                Failure::Failed(err)
-            })?,
+            Ok(answer) => answer.map_err(|err| Failure::of(&span, EffectError::NoAnswer, err))?,
             Err(_) => {
-                telemetry::failed(&span, "timeout");
-                return Err(Failure::Failed(format!(
+                let reason = format!(
                     "{label}: no answer within {} (the {} `timeout`)",
                     show_duration(self.timeout),
                     self.timeout_of
-                )));
+                );
+                return Err(Failure::of(&span, EffectError::Timeout, reason));
             }
         };
         let ok = match &self.ok_status {
@@ -419,12 +416,8 @@ impl Kind for Http {
         };
         telemetry::attribute(&span, "http.response.status_code", i64::from(answer.status.as_u16()));
         if !ok {
-            telemetry::failed(&span, answer.status.as_str());
-            return Err(Failure::Failed(format!(
-                "{label} answered {}{}",
-                show_status(answer.status),
-                error_body(&answer.body)
-            )));
+            let reason = format!("{label} answered {}{}", show_status(answer.status), error_body(&answer.body));
+            return Err(Failure::of(&span, EffectError::Status(answer.status.as_u16()), reason));
         }
         let output = answer.output(self.max_bytes);
         finish(output).await.map_err(|reason| Failure::Refused { reason, undone: None })

@@ -30,7 +30,7 @@ pub use databases::{Checked, DatabaseEntry, Declared, apply_setup, check_databas
 use engine::{Aborted, Database, MAX_ROWS, Prepared, Probe, Refusal, Rows};
 pub use read::{Query, ReadSpec};
 
-use super::{Call, Check, Failure, Kind, Output, Sections, Template};
+use super::{Call, Check, EffectError, Failure, Kind, Output, Sections, Template};
 use crate::diag::{Diagnostic, did_you_mean};
 use crate::duration::DurationSpec;
 use crate::telemetry;
@@ -202,7 +202,7 @@ impl Kind for Sql {
     {
         if !self.computed.is_empty() {
             let templates: Vec<Template> = self.computed.iter().map(|(_, template)| template.clone()).collect();
-            let values = call.render(&templates).await.map_err(Failure::Failed)?;
+            let values = call.render(&templates).await.map_err(Failure::render)?;
             // Bound as values: a param never becomes SQL text.
             for ((name, _), value) in self.computed.iter().zip(values) {
                 arguments.insert(name.clone(), value);
@@ -222,13 +222,10 @@ impl Kind for Sql {
             .await;
         outcome.map_err(|aborted| match aborted {
             Aborted::Refused { reason, rolled_back } => {
-                telemetry::failed(&span, "result_refused");
+                telemetry::failed(&span, EffectError::Refused);
                 Failure::Refused { reason, undone: rolled_back.then_some(ROLLED_BACK) }
             }
-            Aborted::Statement(err) => {
-                telemetry::failed(&span, "statement_failed");
-                Failure::Failed(err.to_string())
-            }
+            Aborted::Statement(err) => Failure::of(&span, EffectError::Statement, err.to_string()),
         })
     }
 }
