@@ -4,9 +4,12 @@
 //!
 //! - [`bind`]: resolving `--http HOST:PORT` and listening on every address;
 //! - [`listener`]: accepting connections, capped, with header and idle timeouts;
-//! - [`guard`]: the `Host`/`Origin` checks and the bearer token;
-//! - [`oauth`]: OAuth 2.1 access tokens (`--oauth-issuer`) and the
-//!   Protected Resource Metadata at `/.well-known/oauth-protected-resource`;
+//! - [`guard`]: the `Host`/`Origin` checks and reading the bearer token;
+//! - [`authorize`]: who may use `/mcp` (the static token, OAuth tokens and
+//!   their scopes) and the Protected Resource Metadata;
+//! - [`oauth`]: verifying OAuth 2.1 access tokens (`--oauth-issuer`) against
+//!   the issuer's keys;
+//! - [`status`]: `/healthz`, `/readyz` and `/metrics`;
 //! - [`sessions`]: legacy sessions, capped, expiring when idle, one GET stream each
 //!   (with `--state`, also kept in the replicas' database and restored from there).
 //!
@@ -27,15 +30,17 @@
 //! Shutdown: stop accepting connections, let tool calls in flight finish
 //! (bounded), then close every session and stream.
 
+mod authorize;
 pub mod bind;
 pub mod guard;
 pub mod listener;
 pub mod oauth;
 pub mod sessions;
+mod status;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use axum::extract::{Request, State};
 use axum::http::{HeaderName, HeaderValue, Method, StatusCode, header};
@@ -48,8 +53,10 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 
+use self::authorize::{authorize, resource_metadata};
 use self::guard::Access;
 use self::sessions::{Refusal, Sessions};
+use self::status::{healthz, metrics, readyz};
 use super::in_flight::{Guard, InFlight};
 use super::{Handler, Shared};
 
@@ -302,41 +309,6 @@ fn router(
     Ok(router.layer(axum::middleware::from_fn(access_log)).with_state(state))
 }
 
-/// RFC 9728's Protected Resource Metadata of `/mcp` (also at
-/// `/.well-known/oauth-protected-resource/mcp`) and of each toolset's
-/// endpoint (`…/mcp/{toolset}`): the issuer, and every scope the current
-/// catalog's tools ask for. 404 for another path.
-async fn resource_metadata(State(state): State<Arc<AppState>>, request: Request) -> Response {
-    let Some(verifier) = &state.verifier else { return StatusCode::NOT_FOUND.into_response() };
-    let path = request.uri().path().trim_start_matches("/.well-known/oauth-protected-resource");
-    let snapshot = state.shared.snapshot();
-    let endpoint = path.is_empty()
-        || path == "/mcp"
-        || path.strip_prefix("/mcp/").is_some_and(|toolset| snapshot.catalog.toolsets.contains_key(toolset));
-    if !endpoint {
-        return (StatusCode::NOT_FOUND, Json(json!({ "error": "no MCP endpoint at this path" }))).into_response();
-    }
-    let mut scopes: Vec<String> = snapshot.catalog.tools.iter().flat_map(|tool| tool.scopes.iter().cloned()).collect();
-    scopes.sort_unstable();
-    scopes.dedup();
-    Json(verifier.metadata(path, &scopes)).into_response()
-}
-
-/// `/metrics`: the Prometheus text exposition (behind the Host/Origin
-/// guard, not the bearer token: scrapers rarely send one).
-async fn metrics(State(state): State<Arc<AppState>>) -> Response {
-    let current = crate::metrics::Current {
-        calls_in_flight: state.shared.calls.count(),
-        clients: state.shared.hub.len(),
-        generation: state.shared.snapshot().generation,
-    };
-    match crate::metrics::encode(current) {
-        Ok(text) => ([(header::CONTENT_TYPE, crate::metrics::CONTENT_TYPE)], text).into_response(),
-        Err(err) => (StatusCode::INTERNAL_SERVER_ERROR, Json(json!({"error": format!("encoding metrics: {err}")})))
-            .into_response(),
-    }
-}
-
 /// `/mcp/{toolset}`: the MCP endpoint of one toolset of the current
 /// catalog, whose clients see and call only its tools (sessions and
 /// stateless requests alike: each handler is bound to the toolset); a name
@@ -455,101 +427,6 @@ async fn check_access(State(state): State<Arc<AppState>>, request: Request, next
     }
 }
 
-/// Whether the request carries the configured token (always true without one).
-fn authorized(state: &AppState, request: &Request) -> bool {
-    let Some(token) = &state.token else { return true };
-    matches!(guard::bearer(request.headers()), Ok(Some(presented)) if guard::same(presented.as_bytes(), token.as_bytes()))
-}
-
-/// 401 with `WWW-Authenticate`, for a missing, wrong or malformed token.
-fn unauthorized() -> Response {
-    let mut response =
-        (StatusCode::UNAUTHORIZED, Json(json!({"error": "missing or wrong bearer token"}))).into_response();
-    response.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"carte\""));
-    response
-}
-
-/// Requires `Authorization: Bearer <token>` on `/mcp` when a token is
-/// configured; with `--oauth-issuer`, a verified access token, whose
-/// [`oauth::Caller`] the request then carries — or, when both are
-/// configured, the static token, the operator's: every tool, no `auth`.
-async fn authorize(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
-    match &state.verifier {
-        Some(_) if state.token.is_some() && authorized(&state, &request) => next.run(request).await,
-        Some(verifier) => authorize_oauth(&state, verifier, request, next).await,
-        None if authorized(&state, &request) => next.run(request).await,
-        None => unauthorized(),
-    }
-}
-
-/// The OAuth check: 401 without a verified token; 403 for a `tools/call`
-/// of a tool whose scopes the token lacks (read from the body, which is
-/// buffered, up to the body limit; the handler refuses such a call too,
-/// with the same JSON-RPC error, for whatever reaches it another way).
-async fn authorize_oauth(state: &AppState, verifier: &oauth::Verifier, request: Request, next: Next) -> Response {
-    let path = request.uri().path().to_owned();
-    let caller = match guard::bearer(request.headers()) {
-        Ok(Some(token)) => verifier.verify(token).await,
-        Ok(None) => return verifier.unauthorized(&path, None),
-        Err(malformed) => Err(oauth::Invalid(malformed.to_string())),
-    };
-    let caller = match caller {
-        Ok(caller) => caller,
-        Err(invalid) => {
-            tracing::debug!("refused a token: {invalid}");
-            return verifier.unauthorized(&path, Some(&invalid));
-        }
-    };
-    let (mut parts, body) = request.into_parts();
-    let body = if parts.method == Method::POST {
-        let Ok(bytes) = axum::body::to_bytes(body, state.max_body_bytes).await else {
-            let message = format!("Payload Too Large: request body exceeds {} bytes", state.max_body_bytes);
-            return (StatusCode::PAYLOAD_TOO_LARGE, message).into_response();
-        };
-        // The endpoint's view: at `/mcp/{toolset}`, only that toolset's tools
-        // (another is unknown there, as rmcp will say; so is every tool of a
-        // toolset the catalog lacks).
-        let toolset: Option<Arc<str>> = path.strip_prefix("/mcp/").map(Arc::from);
-        let view = crate::server::View::of(state.shared.snapshot(), toolset.as_ref()).ok();
-        if let Some(call) = tool_call(&bytes)
-            && let Some(tool) = view.as_ref().and_then(|view| view.tool(&call.name))
-        {
-            let missing = caller.missing(&tool.scopes);
-            if !missing.is_empty() {
-                return verifier.insufficient_scope(&path, call.id, &call.name, &tool.scopes, &missing);
-            }
-        }
-        axum::body::Body::from(bytes)
-    } else {
-        body
-    };
-    parts.extensions.insert(caller);
-    next.run(Request::from_parts(parts, body)).await
-}
-
-/// A `tools/call` request: its id and the tool's name.
-struct ToolCall {
-    id: serde_json::Value,
-    name: String,
-}
-
-/// The `tools/call` a JSON-RPC body holds, if it is one.
-fn tool_call(body: &[u8]) -> Option<ToolCall> {
-    #[derive(serde::Deserialize)]
-    struct Message {
-        #[serde(default)]
-        id: serde_json::Value,
-        method: String,
-        params: Params,
-    }
-    #[derive(serde::Deserialize)]
-    struct Params {
-        name: String,
-    }
-    let message: Message = serde_json::from_slice(body).ok()?;
-    (message.method == "tools/call").then_some(ToolCall { id: message.id, name: message.params.name })
-}
-
 /// Answers what the session manager refused: 503 when the server is at its
 /// session limit, 409 for a second GET stream on a session.
 async fn session_refusals(request: Request, next: Next) -> Response {
@@ -629,75 +506,4 @@ async fn access_log(request: Request, next: Next) -> Response {
         started.elapsed().as_secs_f64() * 1000.0
     );
     response
-}
-
-async fn healthz() -> Json<serde_json::Value> {
-    Json(json!({"status": "alive"}))
-}
-
-/// The catalog being served: status and counts for anyone past the Host and
-/// Origin checks; the details (fingerprint, reload times and errors) only
-/// with the bearer token, when one is configured.
-async fn readyz(State(state): State<Arc<AppState>>, request: Request) -> Response {
-    let snapshot = state.shared.snapshot();
-    let mut ready = json!({
-        "status": "ready",
-        "generation": snapshot.generation,
-        "clients": state.shared.hub.len(),
-        "sessions": state.sessions.len(),
-        "callsInFlight": state.shared.calls.count(),
-    });
-    let detailed = match guard::bearer(request.headers()) {
-        _ if state.token.is_none() && state.verifier.is_none() => true,
-        Ok(None) => false,
-        _ if state.token.is_some() && authorized(&state, &request) => true,
-        Ok(Some(token)) if let Some(verifier) = &state.verifier => verifier.verify(token).await.is_ok(),
-        // A wrong static token is refused, as on `/mcp`.
-        _ if state.verifier.is_none() => return unauthorized(),
-        _ => false,
-    };
-    // Not ready while a PostgreSQL database of this catalog does not answer.
-    let databases = &snapshot.catalog.databases;
-    let answers = futures::future::join_all(databases.values().map(|entry| entry.database.ready())).await;
-    let down: serde_json::Map<String, serde_json::Value> = databases
-        .keys()
-        .zip(answers)
-        .filter_map(|(name, answer)| answer.err().map(|reason| (name.clone(), reason.into())))
-        .collect();
-    let mut unready = !down.is_empty();
-    if unready {
-        ready["status"] = json!("unready");
-        ready["unreachableDatabases"] = json!(down.keys().collect::<Vec<_>>());
-        if detailed {
-            ready["databaseErrors"] = serde_json::Value::Object(down);
-        }
-    }
-    // Nor while the replicas' state database does not answer (`--state`).
-    if let Some(replicas) = &state.shared.replicas
-        && let Err(reason) = replicas.ready().await
-    {
-        unready = true;
-        ready["status"] = json!("unready");
-        ready["stateDatabase"] = json!("unreachable");
-        if detailed {
-            ready["stateDatabaseError"] = json!(reason);
-        }
-    }
-    if detailed {
-        let status = state.shared.reload_status();
-        let last_reload = status.last_reload.and_then(|at| at.duration_since(UNIX_EPOCH).ok()).map(|at| at.as_secs());
-        let details = json!({
-            "fingerprint": snapshot.fingerprint,
-            "lastReloadUnixSeconds": last_reload,
-            "lastReloadError": status.last_error,
-            "uptimeSeconds": state.started.elapsed().as_secs(),
-        });
-        if let (Some(ready), serde_json::Value::Object(details)) = (ready.as_object_mut(), details) {
-            ready.extend(details);
-        }
-    }
-    if unready {
-        return (StatusCode::SERVICE_UNAVAILABLE, Json(ready)).into_response();
-    }
-    Json(ready).into_response()
 }

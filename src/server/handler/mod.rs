@@ -3,7 +3,15 @@
 //!
 //! A request reads the snapshot once at its start and uses only that one, so
 //! a reload mid-request never mixes two catalogs.
+//!
+//! - [`observed`]: what every request goes through (its trace span, its metrics);
+//! - [`request_client`]: the client of one request as a tool's steps see it.
 #![allow(deprecated)] // MCP logging/subscribe are deprecated by SEP-2577 but part of every version carte serves
+
+mod observed;
+mod request_client;
+
+use request_client::RequestClient;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -21,19 +29,18 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::http::oauth::Caller;
-use super::hub::{MAX_SUBSCRIPTIONS, Session, SubscribeError, severity, wire_level};
+use super::hub::{MAX_SUBSCRIPTIONS, Session, SubscribeError, severity};
 use super::request_state::Binding;
 use super::snapshot::{Asked, View};
-use super::trace::{self, Outcome, Target};
+use super::trace::Target;
 use super::{Shared, tasks};
 use crate::catalog::Step;
-use crate::catalog::model::{LogLevel, TaskMode};
-use crate::run::steps::{Client, ClientFuture, Question, Resume, Unanswered};
+use crate::catalog::model::TaskMode;
+use crate::run::steps::{Question, Resume};
 use crate::{metrics, run};
 use rmcp::model::{
-    CancelTaskParams, ClientCapabilities, CreateMessageRequestParams, ElicitRequestParams, GetTaskParams,
-    GetTaskResult, InputRequest, InputRequests, InputRequiredResult, InputResponses, ProgressNotificationParam,
-    UpdateTaskParams,
+    CancelTaskParams, ClientCapabilities, GetTaskParams, GetTaskResult, InputRequest, InputRequests,
+    InputRequiredResult, InputResponses, UpdateTaskParams,
 };
 
 /// MCP methods rmcp parses itself: if one reaches `on_custom_request`, its
@@ -94,51 +101,6 @@ impl Handler {
     pub fn of_toolset(shared: Arc<Shared>, toolset: Option<Arc<str>>, input_closed: CancellationToken) -> Handler {
         let session = shared.hub.new_session_in(toolset);
         Handler { shared, session, input_closed, opened: Instant::now(), session_labels: std::sync::OnceLock::new() }
-    }
-
-    /// Answers a request of `method` with `work`, inside the request's trace
-    /// span (see [`trace::traced`]) and measured: how long it took and how it
-    /// ended. A request whose client went away (the future dropped) is not
-    /// recorded. A request of a legacy session, or any over stdio, makes
-    /// this handler a session.
-    async fn observed<T: Outcome>(
-        &self,
-        context: &RequestContext<RoleServer>,
-        method: &'static str,
-        target: Target<'_>,
-        work: impl Future<Output = Result<T, ErrorData>>,
-    ) -> Result<T, ErrorData> {
-        let over_http = context.extensions.get::<axum::http::request::Parts>().is_some();
-        let network_transport = if over_http { metrics::Transport::Tcp } else { metrics::Transport::Pipe };
-        let version = context.protocol_version();
-        let mcp_protocol_version = metrics::protocol_version(version.as_ref().map(|version| version.as_str()));
-        // After `initialize`, when the session's version is known.
-        if method != "initialize" && (!over_http || !modern(context)) {
-            let _ = self.session_labels.set(metrics::Session { mcp_protocol_version, network_transport });
-        }
-        let gen_ai_tool_name = match &target {
-            // Bounded by the catalog: a name it lacks is one label.
-            Target::Tool(name) => {
-                Some(metrics::tool_label(name, self.view().is_ok_and(|view| view.tool(name).is_some())))
-            }
-            _ => None,
-        };
-        let started = Instant::now();
-        let result = trace::traced(context, method, target, work).await;
-        let error_type = match &result {
-            Ok(answer) if answer.is_tool_error() => metrics::Ending::ToolError,
-            Ok(_) => metrics::Ending::Answered,
-            Err(error) => metrics::Ending::Error(error.code.0),
-        };
-        let labels = metrics::Operation {
-            mcp_method_name: method,
-            gen_ai_tool_name,
-            error_type,
-            mcp_protocol_version,
-            network_transport,
-        };
-        metrics::operation(&labels, started.elapsed());
-        result
     }
 
     /// The current snapshot as this session sees it: the one place every
@@ -707,123 +669,4 @@ fn check_listen_filter(snapshot: &super::Snapshot, filter: &SubscriptionFilter) 
         ));
     }
     uris.iter().try_for_each(|uri| known_resource(snapshot, uri))
-}
-
-/// The calling client, for steps: log and progress notifications on this
-/// request; questions answered by the client, on a legacy session as
-/// server-to-client requests (one after another), on 2026-07-28 from the
-/// `inputResponses` the request carries (`answers`; a question without a
-/// fitting answer stays open and becomes an input-required result).
-struct RequestClient<'a> {
-    handler: &'a Handler,
-    context: &'a RequestContext<RoleServer>,
-    /// 2026-07-28: the answers the request carries (legacy: `None`).
-    answers: Option<InputResponses>,
-}
-
-impl RequestClient<'_> {
-    /// Asks one question with a server-to-client request (legacy sessions);
-    /// the answer as JSON.
-    async fn request(&self, question: &Question) -> Result<serde_json::Value, String> {
-        let Some(capability) = run::steps::capability(question.method) else {
-            return Err(format!("`{}` is not a question carte asks", question.method));
-        };
-        if !self.can_answer(question.method) {
-            return Err(format!("the client does not support {capability} (it did not declare the capability)"));
-        }
-        let peer = &self.context.peer;
-        let answer = match question.method {
-            "elicitation/create" => {
-                let params: ElicitRequestParams = serde_json::from_value(question.params.clone())
-                    .map_err(|err| format!("the requested schema is not an elicitation form: {err}"))?;
-                serde_json::to_value(peer.create_elicitation(params).await.map_err(|err| err.to_string())?)
-            }
-            "sampling/createMessage" => {
-                let params: CreateMessageRequestParams = serde_json::from_value(question.params.clone())
-                    .map_err(|err| format!("not a sampling request: {err}"))?;
-                serde_json::to_value(peer.create_message(params).await.map_err(|err| err.to_string())?)
-            }
-            _ => serde_json::to_value(peer.list_roots().await.map_err(|err| err.to_string())?),
-        };
-        answer.map_err(|err| err.to_string())
-    }
-}
-
-impl Client for RequestClient<'_> {
-    fn log(&self, level: LogLevel, logger: &str, data: serde_json::Value) -> ClientFuture<'_, ()> {
-        let logger = logger.to_owned();
-        Box::pin(async move { self.handler.log(self.context, wire_level(level), &logger, || data).await })
-    }
-
-    fn progress(&self, progress: f64, total: Option<f64>, message: Option<String>) -> ClientFuture<'_, ()> {
-        Box::pin(async move {
-            let Some(token) = self.context.meta.get_progress_token() else { return };
-            let mut param = json!({ "progressToken": token, "progress": progress });
-            if let Some(total) = total {
-                param["total"] = json!(total);
-            }
-            if let Some(message) = message {
-                param["message"] = json!(message);
-            }
-            match serde_json::from_value::<ProgressNotificationParam>(param) {
-                Ok(param) => {
-                    let _ = self.context.peer.notify_progress(param).await;
-                }
-                Err(err) => tracing::warn!("progress not sent: {err}"),
-            }
-        })
-    }
-
-    fn ask(
-        &self,
-        questions: Vec<Question>,
-    ) -> ClientFuture<'_, Result<serde_json::Map<String, serde_json::Value>, Unanswered>> {
-        Box::pin(async move {
-            let mut answered = serde_json::Map::new();
-            let Some(answers) = &self.answers else {
-                for question in questions {
-                    let answer = self.request(&question).await.map_err(Unanswered::Failed)?;
-                    run::steps::fits(&question, &answer).map_err(Unanswered::Failed)?;
-                    answered.insert(question.key, answer);
-                }
-                return Ok(answered);
-            };
-            let mut open = Vec::new();
-            for question in questions {
-                let fitting = answers.get(&question.key).map(|answer| (answer, run::steps::fits(&question, answer)));
-                match fitting {
-                    Some((answer, Ok(()))) => {
-                        answered.insert(question.key, answer.clone());
-                    }
-                    Some((_, Err(reason))) => {
-                        tracing::debug!("asking again: {reason}");
-                        open.push(question);
-                    }
-                    None => open.push(question),
-                }
-            }
-            if open.is_empty() { Ok(answered) } else { Err(Unanswered::Open { open, answered }) }
-        })
-    }
-
-    fn can_answer(&self, method: &str) -> bool {
-        let Some(capability) = run::steps::capability(method) else { return false };
-        if self.answers.is_some() {
-            let declared = self.context.meta.client_capabilities().unwrap_or_default();
-            return has_capability(&declared, capability);
-        }
-        self.context.peer.peer_info().is_some_and(|info| has_capability(&info.capabilities, capability))
-    }
-
-    fn cancelled(&self) -> bool {
-        self.context.ct.is_cancelled()
-    }
-
-    fn until_cancelled(&self) -> ClientFuture<'_, ()> {
-        Box::pin(self.context.ct.cancelled())
-    }
-
-    fn caller(&self) -> Option<&serde_json::Map<String, serde_json::Value>> {
-        caller(self.context).map(|caller| &*caller.claims)
-    }
 }
