@@ -10,7 +10,8 @@
 //! load. The helpers here do nothing for a disabled span.
 
 use std::collections::HashMap;
-use std::time::Duration;
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
 
 use opentelemetry::propagation::TextMapPropagator as _;
 use opentelemetry::trace::{Status, TracerProvider as _};
@@ -98,9 +99,18 @@ fn resource() -> opentelemetry_sdk::Resource {
 }
 
 /// The OTLP exporter's HTTP client: carte's reqwest (rustls), blocking, as
-/// the batch processor exports from its own thread.
+/// the batch processor exports from its own thread. It says in the log when
+/// the collector stops taking spans (they are dropped, not kept) and when it
+/// takes them again.
 #[derive(Debug)]
-struct OtlpClient(reqwest::blocking::Client);
+struct OtlpClient {
+    client: reqwest::blocking::Client,
+    /// While exports fail: when that was last said (`None` while they work).
+    failing: Mutex<Option<Instant>>,
+}
+
+/// While exports keep failing, the warning is repeated this often.
+const WARN_AGAIN_AFTER: Duration = Duration::from_secs(300);
 
 impl OtlpClient {
     fn new() -> Result<OtlpClient, reqwest::Error> {
@@ -111,7 +121,44 @@ impl OtlpClient {
             .redirect(reqwest::redirect::Policy::none())
             .user_agent(concat!("carte/", env!("CARGO_PKG_VERSION")))
             .build()?;
-        Ok(OtlpClient(client))
+        Ok(OtlpClient { client, failing: Mutex::new(None) })
+    }
+
+    /// One export: the collector's answer, its body read up to a bound.
+    fn exchange(
+        &self,
+        request: opentelemetry_http::Request<opentelemetry_http::Bytes>,
+    ) -> Result<opentelemetry_http::Response<opentelemetry_http::Bytes>, opentelemetry_http::HttpError> {
+        use std::io::Read as _;
+        // Without the URL: its query or user part may hold a key.
+        let mut response = self.client.execute(request.try_into()?).map_err(reqwest::Error::without_url)?;
+        let status = response.status();
+        let headers = std::mem::take(response.headers_mut());
+        let mut body = Vec::new();
+        response.take(MAX_ANSWER_BYTES).read_to_end(&mut body)?;
+        let mut answer = opentelemetry_http::Response::builder().status(status).body(body.into())?;
+        *answer.headers_mut() = headers;
+        Ok(answer)
+    }
+
+    /// Logs a change: exports started failing (`problem`), still fail
+    /// (again after [`WARN_AGAIN_AFTER`]), or work again (`None`).
+    fn tell(&self, problem: Option<String>) {
+        let mut failing = self.failing.lock().unwrap_or_else(PoisonError::into_inner);
+        match (problem, *failing) {
+            (None, None) => {}
+            (None, Some(_)) => {
+                *failing = None;
+                tracing::info!("traces: the collector takes spans again");
+            }
+            (Some(problem), Some(said)) if said.elapsed() < WARN_AGAIN_AFTER => {
+                tracing::debug!("traces: an export failed: {problem}");
+            }
+            (Some(problem), _) => {
+                *failing = Some(Instant::now());
+                tracing::warn!("traces: the collector did not take a batch of spans, which are dropped: {problem}");
+            }
+        }
     }
 }
 
@@ -124,15 +171,19 @@ impl opentelemetry_http::HttpClient for OtlpClient {
         &self,
         request: opentelemetry_http::Request<opentelemetry_http::Bytes>,
     ) -> Result<opentelemetry_http::Response<opentelemetry_http::Bytes>, opentelemetry_http::HttpError> {
-        use std::io::Read as _;
-        let mut response = self.0.execute(request.try_into()?)?;
-        let status = response.status();
-        let headers = std::mem::take(response.headers_mut());
-        let mut body = Vec::new();
-        response.take(MAX_ANSWER_BYTES).read_to_end(&mut body)?;
-        let mut answer = opentelemetry_http::Response::builder().status(status).body(body.into())?;
-        *answer.headers_mut() = headers;
-        Ok(answer)
+        let answer = self.exchange(request);
+        match &answer {
+            Ok(response) if response.status().is_success() => self.tell(None),
+            Ok(response) => self.tell(Some(format!("it answered {}", response.status()))),
+            Err(err) => {
+                // The innermost cause says most ("Connection refused"); the outer ones wrap it.
+                let first: &(dyn std::error::Error + 'static) = err.as_ref();
+                let cause = std::iter::successors(Some(first), |err| err.source()).last().unwrap_or(first);
+                let problem = if std::ptr::addr_eq(cause, first) { err.to_string() } else { format!("{err}: {cause}") };
+                self.tell(Some(problem))
+            }
+        }
+        answer
     }
 }
 

@@ -5,12 +5,14 @@
 //! (name, kind, parent from `_meta.traceparent`, attributes), `error.type`
 //! for a tool error and a JSON-RPC error, the effects' spans (sql, command,
 //! and http's CLIENT span with the trace context sent upstream), the
-//! `reload` span, HTTP's `tcp` transport and session id, and that nothing is
-//! sent or propagated with the variables unset.
+//! `reload` span, HTTP's `tcp` transport and session id, that nothing is
+//! sent or propagated with the variables unset, and that a collector that
+//! stops taking spans (and takes them again) is told in the log.
 
 mod common;
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU16, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -302,4 +304,33 @@ fn without_an_endpoint_nothing_is_sent_or_propagated() {
     // carte has exited: whatever it would have sent, it has.
     assert_eq!(receiver.upstream(), vec![None], "no traceparent upstream");
     assert!(receiver.received.lock().unwrap().exports.is_empty(), "nothing exported");
+}
+
+#[test]
+fn a_collector_that_refuses_spans_is_told_in_the_log_and_so_is_its_return() {
+    let answer = Arc::new(AtomicU16::new(503));
+    let status = answer.clone();
+    let collector = axum::Router::new().fallback(move || {
+        let status = status.load(Ordering::SeqCst);
+        async move { axum::http::StatusCode::from_u16(status).unwrap_or(axum::http::StatusCode::OK) }
+    });
+    let collector = common::http::LocalServer::bind().serve(collector);
+    let base = format!("http://{}", collector.addr);
+    let dir = TempDir::new("traces-collector-down");
+    let env = [
+        ("OTEL_EXPORTER_OTLP_ENDPOINT", base.as_str()),
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json"),
+        ("OTEL_BSP_SCHEDULE_DELAY", "20"),
+        ("UPSTREAM", base.as_str()),
+    ];
+    let server = HttpServer::start(&catalog(&dir), &[], &env);
+    let session = server.session();
+    let hello = |id| server.request(&session, id, "tools/call", json!({ "name": "hello", "arguments": {} }));
+    assert_eq!(hello(2)["result"]["isError"], json!(false));
+    let warning = server.wait_log("traces: the collector did not take a batch of spans");
+    assert!(warning.contains("WARN") && warning.contains("503"), "{warning}");
+    answer.store(200, Ordering::SeqCst);
+    assert_eq!(hello(3)["result"]["isError"], json!(false));
+    let back = server.wait_log("traces: the collector takes spans again");
+    assert!(back.contains("INFO"), "{back}");
 }

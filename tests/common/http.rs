@@ -167,6 +167,8 @@ pub fn send(addr: SocketAddr, method: &str, path: &str, headers: &[(&str, &str)]
 pub struct HttpServer {
     pub child: Child,
     pub addr: SocketAddr,
+    /// carte's log lines after the one saying where it listens.
+    log: std::sync::Mutex<Receiver<String>>,
 }
 
 impl HttpServer {
@@ -175,29 +177,52 @@ impl HttpServer {
     pub fn start(catalog: &std::path::Path, extra: &[&str], envs: &[(&str, &str)]) -> HttpServer {
         let mut command = super::carte();
         command.args(["serve", "--http", "127.0.0.1:0"]).args(extra).arg(catalog);
-        command.env("CARTE_LOG", "info").stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
+        command.env("CARTE_LOG", "info");
         for (key, value) in envs {
             command.env(key, value);
         }
+        HttpServer::spawned(command)
+    }
+
+    /// Runs `command` and reads its log: the address it listens at, then
+    /// every line for [`HttpServer::wait_log`] (echoed with `CARTE_TEST_STDERR`).
+    fn spawned(mut command: Command) -> HttpServer {
+        command.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
         let mut child = command.spawn().expect("carte starts");
         let stderr = child.stderr.take().expect("stderr");
         let (found, address) = channel();
+        let (lines, log) = channel();
         std::thread::spawn(move || {
             let echo = std::env::var_os("CARTE_TEST_STDERR").is_some();
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 if echo {
                     eprintln!("{line}");
                 }
-                if let Some(rest) = line.split("serving MCP at http://").nth(1) {
-                    let addr = rest.trim_end_matches("/mcp").trim().parse::<SocketAddr>();
-                    if let Ok(addr) = addr {
-                        let _ = found.send(addr);
-                    }
+                if let Some(rest) = line.split("serving MCP at http://").nth(1)
+                    && let Ok(addr) = rest.trim_end_matches("/mcp").trim().parse::<SocketAddr>()
+                {
+                    let _ = found.send(addr);
                 }
+                let _ = lines.send(line);
             }
         });
         let addr = address.recv_timeout(TIMEOUT).expect("carte listens and says where");
-        HttpServer { child, addr }
+        HttpServer { child, addr, log: std::sync::Mutex::new(log) }
+    }
+
+    /// Waits (bounded) for a log line containing `wanted`; the line.
+    pub fn wait_log(&self, wanted: &str) -> String {
+        let log = self.log.lock().unwrap();
+        let deadline = Instant::now() + TIMEOUT;
+        let mut seen = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = log.recv_timeout(left).unwrap_or_else(|_| panic!("no log line with `{wanted}` in {seen:#?}"));
+            if line.contains(wanted) {
+                return line;
+            }
+            seen.push(line);
+        }
     }
 
     /// POSTs a JSON-RPC message to /mcp.
@@ -296,21 +321,8 @@ impl HttpServer {
     /// Starts `command` (a `carte serve --http 127.0.0.1:0 …`, possibly
     /// wrapped, e.g. in `sh -c`) and learns its port from its log.
     pub fn spawn(mut command: Command) -> HttpServer {
-        command.env("CARTE_LOG", "info").stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::piped());
-        let mut child = command.spawn().expect("carte starts");
-        let stderr = child.stderr.take().expect("stderr");
-        let (found, address) = channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(rest) = line.split("serving MCP at http://").nth(1)
-                    && let Ok(addr) = rest.trim_end_matches("/mcp").trim().parse::<SocketAddr>()
-                {
-                    let _ = found.send(addr);
-                }
-            }
-        });
-        let addr = address.recv_timeout(TIMEOUT).expect("carte listens and says where");
-        HttpServer { child, addr }
+        command.env("CARTE_LOG", "info");
+        HttpServer::spawned(command)
     }
 
     /// Sends `initialize` with no session; the raw response.
