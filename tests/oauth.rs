@@ -340,9 +340,41 @@ fn the_static_token_beside_oauth_is_the_operators() {
 
     // An OAuth token still works beside it, with its scopes; a wrong token is refused.
     let plain = key.sign(&issuer.url, json!({ "scope": "profile" }));
+    let operators = id;
     let id = session(&server, &plain);
     assert_eq!(tool_names(&request(&server, &plain, &id, "tools/list", json!({}))), ["whoami"]);
+    // Neither may use the other's session.
+    let list = json!({"jsonrpc": "2.0", "id": 8, "method": "tools/list", "params": {}});
+    assert_eq!(post(&server, Some(&plain), Some(&operators), &list).status, 404);
+    assert_eq!(post(&server, Some("operator-secret-0123456789"), Some(&id), &list).status, 404);
     let refused = post(&server, Some("operator-secret-0123456780"), None, &initialize());
     assert_eq!(refused.status, 401);
     assert!(refused.header("www-authenticate").unwrap_or_default().contains("invalid_token"));
+}
+
+#[test]
+fn a_session_belongs_to_the_caller_who_started_it() {
+    let key = Key::new("k1");
+    let issuer = Issuer::start(&[&key]);
+    let dir = TempDir::new("oauth-session-owner");
+    let server = start(&dir, &issuer);
+    let alice = key.sign(&issuer.url, json!({}));
+    let bob = key.sign(&issuer.url, json!({ "sub": "bob" }));
+    let id = session(&server, &alice);
+
+    // Bob's token is good, but the session is Alice's: as if it did not exist.
+    let list = json!({"jsonrpc": "2.0", "id": 8, "method": "tools/list", "params": {}});
+    let refused = post(&server, Some(&bob), Some(&id), &list);
+    assert_eq!(refused.status, 404);
+    assert_eq!(refused.text(), "Not Found: Session not found");
+    let bearer = format!("Bearer {bob}");
+    let headers = [("Authorization", bearer.as_str()), ("Mcp-Session-Id", id.as_str())];
+    assert_eq!(send(server.addr, "GET", "/mcp", &headers, None).status, 404, "nor its stream");
+    assert_eq!(send(server.addr, "DELETE", "/mcp", &headers, None).status, 404, "nor closing it");
+
+    // Alice goes on, with the same token or a fresh one (the same subject).
+    let whoami = request(&server, &alice, &id, "tools/call", json!({"name": "whoami", "arguments": {}}));
+    assert_eq!(common::text(&whoami["result"]), "you are alice");
+    let refreshed = key.sign(&issuer.url, json!({ "jti": "second" }));
+    assert_eq!(tool_names(&request(&server, &refreshed, &id, "tools/list", json!({}))), ["whoami"]);
 }

@@ -34,7 +34,9 @@ pub(super) fn unauthorized() -> Response {
 /// configured, the static token, the operator's: every tool, no `auth`.
 pub(super) async fn authorize(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
     match &state.verifier {
-        Some(_) if state.token.is_some() && authorized(&state, &request) => next.run(request).await,
+        Some(_) if state.token.is_some() && authorized(&state, &request) => {
+            in_session_of(&state, OPERATOR, request, next).await
+        }
         Some(verifier) => authorize_oauth(&state, verifier, request, next).await,
         None if authorized(&state, &request) => next.run(request).await,
         None => unauthorized(),
@@ -44,7 +46,8 @@ pub(super) async fn authorize(State(state): State<Arc<AppState>>, request: Reque
 /// The OAuth check: 401 without a verified token; 403 for a `tools/call`
 /// of a tool whose scopes the token lacks (read from the body, which is
 /// buffered, up to the body limit; the handler refuses such a call too,
-/// with the same JSON-RPC error, for whatever reaches it another way).
+/// with the same JSON-RPC error, for whatever reaches it another way);
+/// then the session check of [`in_session_of`].
 async fn authorize_oauth(state: &AppState, verifier: &oauth::Verifier, request: Request, next: Next) -> Response {
     let path = request.uri().path().to_owned();
     let caller = match guard::bearer(request.headers()) {
@@ -59,6 +62,7 @@ async fn authorize_oauth(state: &AppState, verifier: &oauth::Verifier, request: 
             return verifier.unauthorized(&path, Some(&invalid));
         }
     };
+    let owner = caller.owner.clone();
     let (mut parts, body) = request.into_parts();
     let body = if parts.method == Method::POST {
         let Ok(bytes) = axum::body::to_bytes(body, state.max_body_bytes).await else {
@@ -83,8 +87,37 @@ async fn authorize_oauth(state: &AppState, verifier: &oauth::Verifier, request: 
         body
     };
     parts.extensions.insert(caller);
-    next.run(Request::from_parts(parts, body)).await
+    in_session_of(state, &owner, Request::from_parts(parts, body), next).await
 }
+
+/// Who a session started with the static token (beside OAuth) belongs to.
+const OPERATOR: &str = "operator";
+
+/// Runs `request` for `owner`: a legacy session belongs to the caller who
+/// started it, and another caller naming its `Mcp-Session-Id` gets 404, as
+/// for a session that does not exist.
+async fn in_session_of(state: &AppState, owner: &str, request: Request, next: Next) -> Response {
+    let session = request.headers().get(SESSION_ID).and_then(|id| id.to_str().ok()).map(str::to_owned);
+    if let Some(id) = &session
+        && !state.sessions.may_use(id, owner)
+    {
+        tracing::debug!("refused a session to a caller who did not start it");
+        return (StatusCode::NOT_FOUND, "Not Found: Session not found").into_response();
+    }
+    let response = next.run(request).await;
+    // A session this request started (`initialize`) is the caller's; so is
+    // one another replica started, restored here for its first caller.
+    let served = response.headers().get(SESSION_ID).and_then(|id| id.to_str().ok());
+    if let Some(id) = session.as_deref().or(served)
+        && response.status().is_success()
+    {
+        state.sessions.bind(id, owner);
+    }
+    response
+}
+
+/// The header that names a legacy session.
+const SESSION_ID: &str = "mcp-session-id";
 
 /// A `tools/call` request: its id and the tool's name.
 struct ToolCall {

@@ -93,6 +93,8 @@ struct Life {
     open: usize,
     /// Whether its GET stream is open.
     listening: bool,
+    /// With OAuth: the caller who started it, the only one who may use it.
+    owner: Option<Box<str>>,
 }
 
 #[derive(Default)]
@@ -171,6 +173,23 @@ impl Sessions {
     /// Whether no session is live.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Binds session `id` to `owner`, the verified caller who started it,
+    /// if it is live here and not bound yet.
+    pub fn bind(&self, id: &str, owner: &str) {
+        if let Some(life) = self.lock().sessions.get_mut(id)
+            && life.owner.is_none()
+        {
+            life.owner = Some(Box::from(owner));
+        }
+    }
+
+    /// Whether `owner` may use session `id`: it is bound to them, or to
+    /// nobody (a session unknown here is left to rmcp, which restores it or
+    /// answers 404).
+    pub fn may_use(&self, id: &str, owner: &str) -> bool {
+        self.lock().sessions.get(id).and_then(|life| life.owner.as_deref()).is_none_or(|bound| bound == owner)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Live> {
@@ -297,7 +316,7 @@ impl Drop for Reservation<'_> {
         let mut live = self.live.lock().unwrap_or_else(PoisonError::into_inner);
         live.creating -= 1;
         if let Some(id) = self.created.take() {
-            live.sessions.insert(id, Life { last_active: Instant::now(), open: 0, listening: false });
+            live.sessions.insert(id, Life { last_active: Instant::now(), open: 0, listening: false, owner: None });
         }
     }
 }
