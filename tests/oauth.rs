@@ -1,7 +1,8 @@
 //! carte as an OAuth 2.1 resource server (`--oauth-issuer`), as a client
 //! sees it: the test is its own authorization server (an axum app on
 //! 127.0.0.1:0 serving RFC 8414 metadata and a JWKS it can rotate), makes
-//! Ed25519 keys, signs tokens, and speaks MCP over HTTP to the real binary.
+//! Ed25519, RSA and P-256 keys, signs tokens, and speaks MCP over HTTP to
+//! the real binary.
 
 mod common;
 
@@ -22,9 +23,10 @@ const PUBLIC_URL: &str = "https://mcp.example.test";
 /// The audience carte expects by default: its resource.
 const AUDIENCE: &str = "https://mcp.example.test/mcp";
 
-/// A signing key and its public JWK (with its `kid`).
+/// A signing key, its algorithm and its public JWK (with its `kid`).
 struct Key {
     encoding: EncodingKey,
+    algorithm: Algorithm,
     jwk: Jwk,
 }
 
@@ -36,10 +38,29 @@ impl Key {
         let mut seed = [0u8; 32];
         getrandom::fill(&mut seed).expect("random bytes");
         let der: Vec<u8> = PKCS8_ED25519.iter().chain(&seed).copied().collect();
-        let encoding = EncodingKey::from_ed_der(&der);
-        let mut jwk = Jwk::from_encoding_key(&encoding, Algorithm::EdDSA).expect("a public JWK");
+        Key::with(kid, EncodingKey::from_ed_der(&der), Algorithm::EdDSA)
+    }
+
+    /// A new 2048-bit RSA key, signing RS256 (what most issuers use).
+    fn rsa(kid: &str) -> Key {
+        use rsa::Generate as _;
+        use rsa::pkcs1::EncodeRsaPrivateKey as _;
+        let der = rsa::PrivateKey::generate().to_pkcs1_der().expect("a PKCS#1 document");
+        Key::with(kid, EncodingKey::from_rsa_der(der.as_bytes()), Algorithm::RS256)
+    }
+
+    /// A new P-256 key, signing ES256.
+    fn p256(kid: &str) -> Key {
+        use p256::elliptic_curve::Generate as _;
+        use p256::pkcs8::EncodePrivateKey as _;
+        let der = p256::SecretKey::generate().to_pkcs8_der().expect("a PKCS#8 document");
+        Key::with(kid, EncodingKey::from_ec_der(der.as_bytes()), Algorithm::ES256)
+    }
+
+    fn with(kid: &str, encoding: EncodingKey, algorithm: Algorithm) -> Key {
+        let mut jwk = Jwk::from_encoding_key(&encoding, algorithm).expect("a public JWK");
         jwk.common.key_id = Some(kid.to_owned());
-        Key { encoding, jwk }
+        Key { encoding, algorithm, jwk }
     }
 
     /// A token with `claims` (exp, iss and aud filled in unless given).
@@ -49,7 +70,7 @@ impl Key {
         if let (Some(full), Value::Object(claims)) = (full.as_object_mut(), claims) {
             full.extend(claims);
         }
-        let mut header = Header::new(Algorithm::EdDSA);
+        let mut header = Header::new(self.algorithm);
         header.kid = self.jwk.common.key_id.clone();
         jsonwebtoken::encode(&header, &full, &self.encoding).expect("a signed token")
     }
@@ -377,4 +398,25 @@ fn a_session_belongs_to_the_caller_who_started_it() {
     assert_eq!(common::text(&whoami["result"]), "you are alice");
     let refreshed = key.sign(&issuer.url, json!({ "jti": "second" }));
     assert_eq!(tool_names(&request(&server, &refreshed, &id, "tools/list", json!({}))), ["whoami"]);
+}
+
+#[test]
+fn rsa_and_p256_keys_verify_as_issuers_sign_and_a_key_signs_only_for_itself() {
+    let (rsa, ec) = (Key::rsa("rsa-1"), Key::p256("ec-1"));
+    let issuer = Issuer::start(&[&rsa, &ec]);
+    let dir = TempDir::new("oauth-algorithms");
+    let server = start(&dir, &issuer);
+    for key in [&rsa, &ec] {
+        let token = key.sign(&issuer.url, json!({ "sub": format!("{:?}", key.algorithm) }));
+        let id = session(&server, &token);
+        let whoami = request(&server, &token, &id, "tools/call", json!({"name": "whoami", "arguments": {}}));
+        assert_eq!(common::text(&whoami["result"]), format!("you are {:?}", key.algorithm));
+    }
+    // A P-256 signature under the RSA key's `kid`: the algorithm is the key's, so it is refused.
+    let claims =
+        json!({ "iss": issuer.url, "aud": AUDIENCE, "exp": jsonwebtoken::get_current_timestamp() + 300, "sub": "x" });
+    let mut header = Header::new(Algorithm::ES256);
+    header.kid = Some("rsa-1".to_owned());
+    let forged = jsonwebtoken::encode(&header, &claims, &ec.encoding).expect("signed");
+    assert_eq!(post(&server, Some(&forged), None, &initialize()).status, 401, "an ES256 token naming an RSA key");
 }
