@@ -23,21 +23,14 @@ pub enum PromptError {
     Block(#[from] BlockError),
 }
 
-/// Renders `prompt`'s messages with `arguments` (a prompt without steps).
-pub fn get(
-    catalog: &Catalog,
-    prompt: &Prompt,
-    arguments: &Map<String, serde_json::Value>,
-) -> Result<Vec<(Role, Output)>, PromptError> {
-    render(catalog, prompt, context(catalog, prompt, arguments)?)
-}
-
-/// What `prompt`'s templates see for `arguments`: the given ones, `arguments`
-/// and `data`; a required one missing is an error.
+/// What `prompt`'s templates see for `arguments`: the given ones, `arguments`,
+/// `data` and `auth` (the claims of the caller's verified token, if any); a
+/// required one missing is an error.
 pub fn context(
     catalog: &Catalog,
     prompt: &Prompt,
     arguments: &Map<String, serde_json::Value>,
+    caller: Option<&Map<String, serde_json::Value>>,
 ) -> Result<BTreeMap<String, Value>, PromptError> {
     let mut context: BTreeMap<String, Value> = BTreeMap::new();
     let mut given: BTreeMap<String, String> = BTreeMap::new();
@@ -60,6 +53,7 @@ pub fn context(
     }
     context.insert("arguments".to_owned(), crate::render::to_value(&given));
     context.insert("data".to_owned(), catalog.data.clone());
+    context.insert("auth".to_owned(), crate::render::auth_value(caller));
     Ok(context)
 }
 

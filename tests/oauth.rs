@@ -125,6 +125,12 @@ tools:
       text: "orders of {{ auth.sub }} ({{ auth.tenant }})"
 toolsets:
   public: [whoami]
+prompts:
+  - name: greeting
+    description: Greets the caller by name.
+    messages:
+      - role: user
+        text: "Hello, I am {{ auth.sub if auth is defined else 'the operator' }}."
 "#;
 
 fn start(dir: &TempDir, issuer: &Issuer) -> HttpServer {
@@ -239,6 +245,9 @@ fn scopes_choose_the_tools_and_auth_names_the_caller() {
     assert_eq!(tool_names(&request(&server, &plain, &id, "tools/list", json!({}))), ["whoami"]);
     let whoami = request(&server, &plain, &id, "tools/call", json!({"name": "whoami", "arguments": {}}));
     assert_eq!(common::text(&whoami["result"]), "you are alice");
+    // Prompts see the caller too.
+    let greeting = request(&server, &plain, &id, "prompts/get", json!({"name": "greeting"}));
+    assert_eq!(greeting["result"]["messages"][0]["content"]["text"], "Hello, I am alice.", "{greeting}");
 
     let call =
         json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "orders", "arguments": {}}});
@@ -358,6 +367,8 @@ fn the_static_token_beside_oauth_is_the_operators() {
         request(&server, "operator-secret-0123456789", &id, "tools/call", json!({"name": "whoami", "arguments": {}}));
     assert_eq!(whoami["result"]["isError"], true, "{whoami}");
     assert!(common::text(&whoami["result"]).contains("no verified caller"), "{whoami}");
+    let greeting = request(&server, "operator-secret-0123456789", &id, "prompts/get", json!({"name": "greeting"}));
+    assert_eq!(greeting["result"]["messages"][0]["content"]["text"], "Hello, I am the operator.", "{greeting}");
 
     // An OAuth token still works beside it, with its scopes; a wrong token is refused.
     let plain = key.sign(&issuer.url, json!({ "scope": "profile" }));

@@ -481,7 +481,8 @@ impl Snapshot {
             }
         };
         let mut context =
-            crate::prompt::context(&self.catalog, prompt, &arguments.unwrap_or_default()).map_err(prompt_error)?;
+            crate::prompt::context(&self.catalog, prompt, &arguments.unwrap_or_default(), client.caller())
+                .map_err(prompt_error)?;
         if !prompt.steps.is_empty() {
             let what = format!("prompt `{name}`");
             let owner = run::steps::Owner { catalog: &self.catalog, what: &what };
