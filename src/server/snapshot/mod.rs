@@ -9,6 +9,9 @@
 //! receives it, or the JSON-RPC error as carte's own [`RequestError`]. So what
 //! the CLI prints is what a client receives, and no code outside `server/`
 //! names an rmcp type (`tests/architecture.rs` checks it).
+//!
+//! Requests reach the snapshot through a [`View`] (in [`view`]): the
+//! snapshot as one client sees it, every tool or one toolset's.
 
 use std::sync::Arc;
 
