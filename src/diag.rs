@@ -6,7 +6,8 @@
 //! person reads (`path:line:column: error: …`, like a compiler) or the JSON a
 //! machine reads (`carte check --format json`). Also the words shared by
 //! every message: "did you mean" ([`did_you_mean`]), and how a place in the
-//! catalog is named for a person ([`readable_path`], [`template_place`]).
+//! catalog is named for a person ([`readable_path`], [`template_place`]),
+//! and which cause of an error to tell ([`innermost`]).
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -356,6 +357,16 @@ pub fn remember_secret(name: &str, value: &str) {
         // Only a pattern set too large for the automaton fails; keep the old set.
         Err(err) => tracing::warn!("cannot track more secrets: {err}"),
     }
+}
+
+/// The innermost cause of `err`, which says most: an OS error ("Connection
+/// refused (os error 111)") rather than the "error sending request" that wraps it.
+pub fn innermost(err: &(dyn std::error::Error + 'static)) -> String {
+    let mut current = err;
+    while let Some(source) = current.source() {
+        current = source;
+    }
+    current.to_string()
 }
 
 /// `text` with every remembered secret replaced by `${NAME}` (see

@@ -176,10 +176,8 @@ impl opentelemetry_http::HttpClient for OtlpClient {
             Ok(response) if response.status().is_success() => self.tell(None),
             Ok(response) => self.tell(Some(format!("it answered {}", response.status()))),
             Err(err) => {
-                // The innermost cause says most ("Connection refused"); the outer ones wrap it.
-                let first: &(dyn std::error::Error + 'static) = err.as_ref();
-                let cause = std::iter::successors(Some(first), |err| err.source()).last().unwrap_or(first);
-                let problem = if std::ptr::addr_eq(cause, first) { err.to_string() } else { format!("{err}: {cause}") };
+                let (outer, cause) = (err.to_string(), crate::diag::innermost(err.as_ref()));
+                let problem = if cause == outer { outer } else { format!("{outer}: {cause}") };
                 self.tell(Some(problem))
             }
         }

@@ -31,7 +31,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("diag", &[]),
     ("uri_template", &[]),
     ("duration", &[]),
-    ("telemetry", &[]),
+    ("telemetry", &["diag"]),
     ("metrics", &[]),
     ("render", &["diag"]),
     ("effect", &["diag", "duration", "metrics", "render", "telemetry"]),

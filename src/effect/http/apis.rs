@@ -12,9 +12,9 @@ use url::Url;
 
 use super::{
     ApiSpec, DEFAULT_BACKOFF, DEFAULT_RETRY_ON, DEFAULT_TIMEOUT, MAX_ATTEMPTS, MAX_IDLE_PER_HOST, MAX_RETRY_WAIT,
-    MAX_TIMEOUT, RetrySpec, escape_pointer, exchange::innermost,
+    MAX_TIMEOUT, RetrySpec, escape_pointer,
 };
-use crate::diag::{Diagnostic, Location};
+use crate::diag::{Diagnostic, Location, innermost};
 use crate::duration::{DurationSpec, positive_at_most};
 
 /// An api of a catalog, checked, with its connection pool.

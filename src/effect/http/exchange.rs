@@ -13,6 +13,7 @@ use serde_json::{Map, Value};
 use url::Url;
 
 use super::{Body, ERROR_BODY_BYTES, Http, IDEMPOTENT, MAX_RETRY_WAIT, text_of};
+use crate::diag::innermost;
 use crate::effect::Output;
 
 /// Appends `path` (rendered, its values percent-encoded) to `base`'s path,
@@ -166,15 +167,6 @@ fn describe(err: &reqwest::Error, base: &Url) -> String {
     } else {
         format!("the exchange with {place} failed: {}", innermost(err))
     }
-}
-
-/// The innermost cause of `err` (an OS error rather than "error sending request").
-pub(super) fn innermost(err: &(dyn std::error::Error + 'static)) -> String {
-    let mut current = err;
-    while let Some(source) = current.source() {
-        current = source;
-    }
-    current.to_string()
 }
 
 /// `404 Not Found`.
