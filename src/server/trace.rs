@@ -89,7 +89,7 @@ fn request_span(context: &RequestContext<RoleServer>, method: &'static str, targ
     if let Some(version) = context.protocol_version() {
         telemetry::attribute(&span, "mcp.protocol.version", version.to_string());
     }
-    let session = http.and_then(|parts| parts.headers.get("mcp-session-id")).and_then(|id| id.to_str().ok());
+    let session = http.and_then(|parts| super::http::guard::session_id(&parts.headers));
     if let Some(session) = session {
         telemetry::attribute(&span, "mcp.session.id", session.to_owned());
     }

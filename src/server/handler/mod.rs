@@ -203,7 +203,7 @@ impl Handler {
     fn owner(&self, context: &RequestContext<RoleServer>) -> String {
         let parts = context.extensions.get::<axum::http::request::Parts>();
         if !modern(context) {
-            let id = parts.and_then(|parts| parts.headers.get("mcp-session-id")).and_then(|id| id.to_str().ok());
+            let id = parts.and_then(|parts| super::http::guard::session_id(&parts.headers));
             return match id {
                 Some(id) => format!("session:{id}"),
                 None => format!("session:local:{}", self.session.id),

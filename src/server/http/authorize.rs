@@ -97,7 +97,7 @@ const OPERATOR: &str = "operator";
 /// started it, and another caller naming its `Mcp-Session-Id` gets 404, as
 /// for a session that does not exist.
 async fn in_session_of(state: &AppState, owner: &str, request: Request, next: Next) -> Response {
-    let session = request.headers().get(SESSION_ID).and_then(|id| id.to_str().ok()).map(str::to_owned);
+    let session = guard::session_id(request.headers()).map(str::to_owned);
     if let Some(id) = &session
         && !state.sessions.may_use(id, owner)
     {
@@ -107,7 +107,7 @@ async fn in_session_of(state: &AppState, owner: &str, request: Request, next: Ne
     let response = next.run(request).await;
     // A session this request started (`initialize`) is the caller's; so is
     // one another replica started, restored here for its first caller.
-    let served = response.headers().get(SESSION_ID).and_then(|id| id.to_str().ok());
+    let served = guard::session_id(response.headers());
     if let Some(id) = session.as_deref().or(served)
         && response.status().is_success()
     {
@@ -115,9 +115,6 @@ async fn in_session_of(state: &AppState, owner: &str, request: Request, next: Ne
     }
     response
 }
-
-/// The header that names a legacy session.
-const SESSION_ID: &str = "mcp-session-id";
 
 /// A `tools/call` request: its id and the tool's name.
 struct ToolCall {

@@ -1,5 +1,6 @@
 //! Who may talk to carte over HTTP: the `Host` and `Origin` checks (DNS
-//! rebinding and cross-site protection) and the bearer token.
+//! rebinding and cross-site protection), the bearer token, and the session
+//! a request names.
 //!
 //! The checks are strict on purpose: exactly one `Host` header, a bare
 //! `host[:port]` (no user info, no path, not empty) naming an allowed host;
@@ -217,6 +218,11 @@ fn authority(text: &str) -> Option<(String, Option<u16>)> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("the Authorization header is not one `Bearer <token>`")]
 pub struct MalformedAuthorization;
+
+/// The legacy session a request (or response) names in `Mcp-Session-Id`, if any.
+pub fn session_id(headers: &HeaderMap) -> Option<&str> {
+    headers.get("mcp-session-id").and_then(|id| id.to_str().ok())
+}
 
 /// The bearer token of a request: `Ok(None)` without an `Authorization`
 /// header; an error when it is repeated or not `Bearer <token>` (the scheme
