@@ -59,7 +59,7 @@ fn render(filter: &str, doc: &serde_json::Value) -> String {
     let source = format!("{{{{ doc | jq({filter:?}) | length }}}}");
     env.add_template_owned("t", source).expect("a valid template");
     let context = minijinja::context! { doc => carte::render::to_value(doc) };
-    carte::render::render(&env, "t", context).expect("the render succeeds")
+    carte::render::render_in(&env, "t", context).expect("the render succeeds")
 }
 
 /// Mean milliseconds per render of `filter` on `doc`.

@@ -59,12 +59,12 @@ pub enum BlockError {
 /// Renders one declared block with `context`.
 pub fn render_block(catalog: &Catalog, block: &Block, context: &minijinja::Value) -> Result<Output, BlockError> {
     Ok(match block {
-        Block::Text(template) => Output::Text(render::render(&catalog.env, template, context.clone())?),
+        Block::Text(template) => Output::Text(render::render(&catalog.templates, template, context.clone())?),
         Block::Media { kind, data, mime_type } => {
             Output::Media { kind: *kind, data: data.clone(), mime_type: mime_type.clone() }
         }
         Block::Resource(template) => {
-            let uri = render::render(&catalog.env, template, context.clone())?;
+            let uri = render::render(&catalog.templates, template, context.clone())?;
             let body = resource::read(catalog, uri.trim()).map_err(|err| BlockError::Resource {
                 uri: uri.trim().to_owned(),
                 reason: match err {
@@ -76,7 +76,7 @@ pub fn render_block(catalog: &Catalog, block: &Block, context: &minijinja::Value
             Output::Resource(body)
         }
         Block::ResourceLink { uri, name, title, description, mime_type } => Output::ResourceLink {
-            uri: render::render(&catalog.env, uri, context.clone())?.trim().to_owned(),
+            uri: render::render(&catalog.templates, uri, context.clone())?.trim().to_owned(),
             name: name.clone(),
             title: title.clone(),
             description: description.clone(),

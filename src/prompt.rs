@@ -58,11 +58,6 @@ pub fn context(
 }
 
 /// Renders `prompt`'s messages with `context` (blocking: templates run here).
-pub fn render(
-    catalog: &Catalog,
-    prompt: &Prompt,
-    context: BTreeMap<String, Value>,
-) -> Result<Vec<(Role, Output)>, PromptError> {
-    let context = Value::from(context);
-    prompt.messages.iter().map(|(role, block)| Ok((*role, render_block(catalog, block, &context)?))).collect()
+pub fn render(catalog: &Catalog, prompt: &Prompt, context: &Value) -> Result<Vec<(Role, Output)>, PromptError> {
+    prompt.messages.iter().map(|(role, block)| Ok((*role, render_block(catalog, block, context)?))).collect()
 }

@@ -52,10 +52,12 @@
 mod bounded;
 mod data;
 pub mod jq;
+mod pool;
 
 use bounded::{BYTES_PER_FUEL, byte_budget, join, pprint, string, tojson};
 pub use data::{auth_value, data_value};
 use data::{default, is_absent, missing_error};
+pub use pool::{Caller, RENDER_WAIT, max_concurrent_renders};
 
 use std::collections::HashSet;
 
@@ -133,13 +135,46 @@ pub fn environment() -> Environment<'static> {
     env
 }
 
-/// The environment a catalog renders with: [`environment`] plus a loader
-/// that compiles each template from `sources` the first time it is used.
-/// Templates named in `url_templates` build URL paths: each value they
-/// print is percent-encoded (see [`write_url_escaped`]).
-pub fn catalog_environment(
-    sources: std::collections::HashMap<String, String>,
-    url_templates: HashSet<String>,
+/// The templates of one catalog, ready to render: the same sources in two
+/// environments that differ only in their fuel, [`INLINE_FUEL`] for the
+/// first attempt on the request's own thread and [`FUEL`] for the pool
+/// (see [`inline`]). Each compiles a template from `sources` the first time
+/// it renders it. Templates named in `url_templates` build URL paths: each
+/// value they print is percent-encoded (see [`write_url_escaped`]).
+pub struct Templates {
+    inline: Environment<'static>,
+    full: Environment<'static>,
+}
+
+impl Templates {
+    /// The templates of `sources`, by name.
+    pub fn new(sources: std::collections::HashMap<String, String>, url_templates: HashSet<String>) -> Templates {
+        let (sources, url_templates) = (std::sync::Arc::new(sources), std::sync::Arc::new(url_templates));
+        let environment = |fuel| {
+            let mut env = catalog_environment(sources.clone(), url_templates.clone());
+            env.set_fuel(Some(fuel));
+            env
+        };
+        Templates { inline: environment(INLINE_FUEL), full: environment(FUEL) }
+    }
+
+    /// The environment of the attempt this thread is in (see [`inline`]).
+    fn current(&self) -> &Environment<'static> {
+        if ATTEMPT.get() == Attempt::Full { &self.full } else { &self.inline }
+    }
+}
+
+impl std::fmt::Debug for Templates {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Templates").finish_non_exhaustive()
+    }
+}
+
+/// [`environment`] plus a loader that compiles each template from `sources`
+/// the first time it is used, and the URL escape of `url_templates`.
+fn catalog_environment(
+    sources: std::sync::Arc<std::collections::HashMap<String, String>>,
+    url_templates: std::sync::Arc<HashSet<String>>,
 ) -> Environment<'static> {
     let mut env = environment();
     env.set_loader(move |name| Ok(sources.get(name).cloned()));
@@ -173,38 +208,76 @@ fn write_url_escaped(out: &mut minijinja::Output<'_>, value: &Value) -> Result<(
     write!(out, "{}", percent_encoding::utf8_percent_encode(&text, SEGMENT)).map_err(Error::from)
 }
 
-/// Renders that may run at once: each runs on the blocking pool, so
-/// rendering never holds a runtime thread (a slow render does not delay a
-/// `ping` or `/healthz`); the bound keeps CPU and the memory of renders in
-/// flight (each bounded by [`FUEL`], see the module doc) proportional to the
-/// cores, however many requests arrive. Later renders wait their turn
-/// without holding a thread.
-pub fn max_concurrent_renders() -> usize {
-    std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get).max(2)
+/// Fuel of a render's first attempt, on the request's own thread: 1% of
+/// [`FUEL`], a few hundred microseconds at most, and far more than a
+/// template that formats a quote or a few rows needs.
+pub const INLINE_FUEL: u64 = FUEL / 100;
+
+/// Which attempt renders on this thread: [`render`] takes the environment
+/// of the attempt, and marks an inline attempt whose fuel ran out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Attempt {
+    /// On the pool, or outside [`inline`]: the full [`FUEL`].
+    Full,
+    /// Inside [`inline`], with [`INLINE_FUEL`].
+    Inline,
+    /// Inside [`inline`], after a render ran out of [`INLINE_FUEL`]: the
+    /// attempt's result is thrown away and the work is done again on the pool.
+    Exhausted,
 }
 
-static RENDER_SLOTS: std::sync::LazyLock<std::sync::Arc<tokio::sync::Semaphore>> =
-    std::sync::LazyLock::new(|| std::sync::Arc::new(tokio::sync::Semaphore::new(max_concurrent_renders())));
+thread_local! {
+    static ATTEMPT: std::cell::Cell<Attempt> = const { std::cell::Cell::new(Attempt::Full) };
+}
 
-/// Runs `work` (something that renders templates) on the blocking pool,
-/// at most [`max_concurrent_renders`] at once. The slot is held by the work
-/// itself, so a request dropped while its render runs does not free it early.
-pub async fn off_thread<T, F>(work: F) -> Result<T, RenderError>
+/// Runs `work` (something that renders templates) here and now with
+/// [`INLINE_FUEL`] per render: its result, or `None` when one of its
+/// renders ran out of that fuel — then the caller does the same work again
+/// with [`pooled`], which has the full fuel. Renders have no side effects,
+/// so doing one again changes nothing. Almost every render finishes here:
+/// no thread hand-off, no allocation beyond the render's own.
+pub fn inline<T>(work: impl FnOnce() -> T) -> Option<T> {
+    struct Restore(Attempt);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            ATTEMPT.set(self.0);
+        }
+    }
+    let _restore = Restore(ATTEMPT.replace(Attempt::Inline));
+    let done = work();
+    (ATTEMPT.get() == Attempt::Inline).then_some(done)
+}
+
+/// Runs `work` on the render pool with the full [`FUEL`] per render, in
+/// `caller`'s turn (see [`pool`]): what a render that did not fit
+/// [`inline`] does. The slot is held by the work itself, so a request
+/// dropped while its render runs does not free it early.
+pub async fn pooled<T, F>(caller: Caller, work: F) -> Result<T, RenderError>
 where
     F: FnOnce() -> T + Send + 'static,
     T: Send + 'static,
 {
-    let slot = RENDER_SLOTS
-        .clone()
-        .acquire_owned()
-        .await
-        .map_err(|_| RenderError::Template("rendering has shut down".to_owned()))?;
+    let slot = pool::POOL.turn(caller).await?;
     tokio::task::spawn_blocking(move || {
         let _slot = slot;
+        ATTEMPT.set(Attempt::Full);
         work()
     })
     .await
     .map_err(|err| RenderError::Template(format!("the render stopped unexpectedly: {err}")))
+}
+
+/// [`inline`], then [`pooled`] if it did not fit: for work that owns what it
+/// renders (`Clone`), such as a catalog and a name.
+pub async fn inline_first<T, F>(caller: impl FnOnce() -> Caller, work: F) -> Result<T, RenderError>
+where
+    F: Fn() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    match inline(&work) {
+        Some(done) => Ok(done),
+        None => pooled(caller(), work).await,
+    }
 }
 
 /// Converts any serializable value (JSON from the catalog or a client) into
@@ -358,23 +431,78 @@ pub fn has_test(name: &str) -> bool {
     KNOWN_TESTS.contains(&name) || probe_test(name)
 }
 
-/// Renders the template `name` with `context`, into at most
-/// [`MAX_OUTPUT_BYTES`].
-pub fn render(env: &Environment<'_>, name: &str, context: Value) -> Result<String, RenderError> {
-    let template = env.get_template(name).map_err(|err| RenderError::Template(describe(&err)))?;
+/// Renders the template `name` of `templates` with `context`, into at
+/// most [`MAX_OUTPUT_BYTES`], with the fuel of this thread's attempt.
+/// In an [`inline`] attempt, with [`INLINE_FUEL`]: a render that runs out
+/// of it marks the attempt exhausted (and later renders of the attempt are
+/// not even started).
+pub fn render(templates: &Templates, name: &str, context: Value) -> Result<String, RenderError> {
+    if ATTEMPT.get() == Attempt::Exhausted {
+        return Err(RenderError::Template("this attempt ran out of its fuel".to_owned()));
+    }
+    let rendered = render_with(templates.current(), name, context);
+    if let Err(Refused::OutOfFuel(_)) = &rendered
+        && ATTEMPT.get() == Attempt::Inline
+    {
+        ATTEMPT.set(Attempt::Exhausted);
+    }
+    rendered.map_err(RenderError::from)
+}
+
+/// Renders `name` of `env` (an environment of its own, as checks and tests
+/// make: its own fuel, no attempt) into at most [`MAX_OUTPUT_BYTES`].
+pub fn render_in(env: &Environment<'_>, name: &str, context: Value) -> Result<String, RenderError> {
+    render_with(env, name, context).map_err(RenderError::from)
+}
+
+/// Why [`render_with`] gave no text.
+enum Refused {
+    /// The render's fuel ran out (or could not pay for what it was about to build).
+    OutOfFuel(Error),
+    /// Any other error.
+    Error(RenderError),
+}
+
+impl From<Refused> for RenderError {
+    fn from(refused: Refused) -> RenderError {
+        match refused {
+            Refused::OutOfFuel(err) => RenderError::Template(describe(&err)),
+            Refused::Error(err) => err,
+        }
+    }
+}
+
+/// Renders `name` of `env` into at most [`MAX_OUTPUT_BYTES`].
+fn render_with(env: &Environment<'_>, name: &str, context: Value) -> Result<String, Refused> {
+    let template = env.get_template(name).map_err(|err| Refused::Error(RenderError::Template(describe(&err))))?;
     let mut output = CappedOutput { bytes: Vec::new(), full: false };
     match template.render_captured_to(context, &mut output) {
         Ok(_) => String::from_utf8(output.bytes)
-            .map_err(|_| RenderError::Template("the template's output is not UTF-8".to_owned())),
-        Err(_) if output.full => Err(RenderError::Template(format!(
+            .map_err(|_| Refused::Error(RenderError::Template("the template's output is not UTF-8".to_owned()))),
+        Err(_) if output.full => Err(Refused::Error(RenderError::Template(format!(
             "the template's output is larger than {}; it was stopped",
             size_text(MAX_OUTPUT_BYTES)
-        ))),
-        Err(err) => Err(match find_fail(&err) {
+        )))),
+        Err(err) if out_of_fuel(&err) => Err(Refused::OutOfFuel(err)),
+        Err(err) => Err(Refused::Error(match find_fail(&err) {
             Some(message) => RenderError::Failed(message),
             None => RenderError::Template(describe(&err)),
-        }),
+        })),
     }
+}
+
+/// Whether `err`, or an error it was caused by, is minijinja's
+/// [`ErrorKind::OutOfFuel`] (a refusal for what the fuel left could not pay
+/// for is one too: see [`bounded`] and [`jq_filter`]).
+fn out_of_fuel(err: &Error) -> bool {
+    let mut current: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(error) = current {
+        if error.downcast_ref::<Error>().is_some_and(|err| err.kind() == ErrorKind::OutOfFuel) {
+            return true;
+        }
+        current = error.source();
+    }
+    false
 }
 
 /// The output of a render, refusing to grow past [`MAX_OUTPUT_BYTES`].
@@ -445,8 +573,12 @@ pub fn describe(err: &Error) -> String {
         Some(detail) => format!("{}: {detail}", kind_text(err.kind())),
         None => kind_text(err.kind()).to_owned(),
     };
-    if err.kind() == ErrorKind::OutOfFuel {
+    // A refusal for what the fuel left could not pay for names what it
+    // refused (`join` would build more than …); minijinja's own says nothing.
+    if err.kind() == ErrorKind::OutOfFuel && err.detail().is_none() {
         message = "template did too much work or built too much data (a runaway loop?) and was stopped".to_owned();
+    } else if err.kind() == ErrorKind::OutOfFuel {
+        message = err.detail().unwrap_or_default().to_owned();
     }
     if let (Some(name), Some(line)) = (err.name(), err.line()) {
         message.push_str(&format!(" (in template {}, line {line})", crate::diag::template_place(name)));
@@ -484,9 +616,9 @@ mod tests {
     fn fail_is_an_error_with_the_message() {
         let mut env = environment();
         env.add_template("t", "{% if n < 1 %}{{ fail('hours must be at least 1') }}{% endif %}ok").unwrap();
-        let err = render(&env, "t", minijinja::context! { n => 0 }).unwrap_err();
+        let err = render_in(&env, "t", minijinja::context! { n => 0 }).unwrap_err();
         assert_eq!(err, RenderError::Failed("hours must be at least 1".to_owned()));
-        assert_eq!(render(&env, "t", minijinja::context! { n => 2 }).unwrap(), "ok");
+        assert_eq!(render_in(&env, "t", minijinja::context! { n => 2 }).unwrap(), "ok");
     }
 
     #[test]
@@ -494,14 +626,14 @@ mod tests {
         let mut env = environment();
         env.add_template("t", "{% for i in range(10000) %}{% for j in range(10000) %}{{ j }}{% endfor %}{% endfor %}")
             .unwrap();
-        let err = render(&env, "t", minijinja::context! {}).unwrap_err();
+        let err = render_in(&env, "t", minijinja::context! {}).unwrap_err();
         assert!(matches!(err, RenderError::Template(ref m) if m.contains("runaway")), "{err:?}");
     }
 
     fn render_one(source: &str) -> Result<String, RenderError> {
         let mut env = environment();
         env.add_template("t", source).unwrap();
-        render(&env, "t", minijinja::context! {})
+        render_in(&env, "t", minijinja::context! {})
     }
 
     fn assert_too_big(source: &str, expected: &str) {
@@ -563,7 +695,7 @@ mod tests {
         let render_auth = |source: &str, claims: Option<&serde_json::Map<String, serde_json::Value>>| {
             let mut env = environment();
             env.add_template("t", source).unwrap();
-            render(&env, "t", minijinja::context! { auth => auth_value(claims) })
+            render_in(&env, "t", minijinja::context! { auth => auth_value(claims) })
         };
         let serde_json::Value::Object(claims) = serde_json::json!({ "sub": "alice" }) else { unreachable!() };
         assert_eq!(render_auth("{{ auth.sub }}", Some(&claims)).unwrap(), "alice");
@@ -589,7 +721,7 @@ mod tests {
             Some(product) => minijinja::context! { data => data_value(&data), product => product },
             None => minijinja::context! { data => data_value(&data) },
         };
-        render(&env, "t", context)
+        render_in(&env, "t", context)
     }
 
     #[test]
@@ -674,15 +806,15 @@ mod tests {
         env.add_template("t", "[{{ data.menu[product] }}]").unwrap();
         let serde_json::Value::Object(data) = serde_json::json!({ "menu": {} }) else { unreachable!() };
         let data = data_value(&data);
-        let null = render(&env, "t", minijinja::context! { data => data, product => () }).unwrap();
+        let null = render_in(&env, "t", minijinja::context! { data => data, product => () }).unwrap();
         assert_eq!(null, "[]");
     }
 
     fn render_url(source: &str, context: Value) -> String {
         let name = "tool t:/run/http/path".to_owned();
         let sources = std::collections::HashMap::from([(name.clone(), source.to_owned())]);
-        let env = catalog_environment(sources, HashSet::from([name.clone()]));
-        render(&env, &name, context).unwrap_or_else(|err| panic!("{err}"))
+        let templates = Templates::new(sources, HashSet::from([name.clone()]));
+        render(&templates, &name, context).unwrap_or_else(|err| panic!("{err}"))
     }
 
     #[test]
@@ -701,10 +833,57 @@ mod tests {
         assert_eq!(render_url("/e/{{ none }}{{ missing }}/{{ safe }}", context.clone()), "/e//x%2Fy");
         assert_eq!(render_url("/keep-_.~/{{ 'a-b_c.d~e' }}", context), "/keep-_.~/a-b_c.d~e");
         // Other templates print as they are.
-        let env = catalog_environment(
-            std::collections::HashMap::from([("t".to_owned(), "{{ id }}".to_owned())]),
-            HashSet::new(),
-        );
-        assert_eq!(render(&env, "t", minijinja::context! { id => "a/b c" }).ok().as_deref(), Some("a/b c"));
+        let templates =
+            Templates::new(std::collections::HashMap::from([("t".to_owned(), "{{ id }}".to_owned())]), HashSet::new());
+        assert_eq!(render(&templates, "t", minijinja::context! { id => "a/b c" }).ok().as_deref(), Some("a/b c"));
+    }
+
+    fn templates(source: &str) -> Templates {
+        Templates::new(std::collections::HashMap::from([("t".to_owned(), source.to_owned())]), HashSet::new())
+    }
+
+    #[test]
+    fn an_inline_attempt_gives_what_fits_its_fuel_and_nothing_else() {
+        let small = templates("{% if n < 1 %}{{ fail('n must be positive') }}{% endif %}{{ n * 2 }}");
+        let attempt = inline(|| render(&small, "t", minijinja::context! { n => 21 }));
+        assert_eq!(attempt, Some(Ok("42".to_owned())));
+        // A failure that is not about fuel is the attempt's answer.
+        let attempt = inline(|| render(&small, "t", minijinja::context! { n => 0 }));
+        assert_eq!(attempt, Some(Err(RenderError::Failed("n must be positive".to_owned()))));
+        // More work than the inline fuel: no answer, and later renders of the attempt do not start.
+        let big = templates("{% for i in range(n) %}{{ i }}{% endfor %}");
+        let renders = std::cell::Cell::new(0);
+        let attempt = inline(|| {
+            renders.set(renders.get() + 1);
+            let first = render(&big, "t", minijinja::context! { n => 100_000 });
+            let second = render(&small, "t", minijinja::context! { n => 1 });
+            (first, second)
+        });
+        assert_eq!(attempt, None);
+        assert_eq!(renders.get(), 1);
+        // With the full fuel (outside an attempt, as on the pool) it renders.
+        assert_eq!(render(&big, "t", minijinja::context! { n => 100_000 }).map(|text| text.len()), Ok(488_890));
+        // Out of the full fuel, it is an error result.
+        let endless = templates("{% for i in range(100000) %}{% for j in range(100) %}{% endfor %}{% endfor %}");
+        let err = render(&endless, "t", minijinja::context! {}).unwrap_err();
+        assert!(err.to_string().contains("too much work"), "{err}");
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn inline_first_finishes_on_the_pool_what_does_not_fit_inline() {
+        let big = std::sync::Arc::new(templates("{% for i in range(n) %}{{ i }}{% endfor %}"));
+        let pooled_calls = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let work = {
+            let (big, pooled_calls) = (big.clone(), pooled_calls.clone());
+            move || {
+                if ATTEMPT.get() == Attempt::Full {
+                    pooled_calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+                render(&big, "t", minijinja::context! { n => 100_000 }).map(|text| text.len())
+            }
+        };
+        let rendered = inline_first(|| Caller::new("test"), work).await;
+        assert_eq!(rendered, Ok(Ok(488_890)));
+        assert_eq!(pooled_calls.load(std::sync::atomic::Ordering::Relaxed), 1);
     }
 }

@@ -130,18 +130,20 @@ pub fn read(catalog: &Catalog, uri: &str) -> Result<ResourceBody, ReadError> {
     if !found.steps(catalog).is_empty() {
         return Err(ReadError::Steps);
     }
-    let context = base_context(catalog, uri, &found);
-    render_body(catalog, uri, &found, None, context)
+    let (context, rows) = body_context(base_context(catalog, uri, &found), None);
+    render_body(catalog, uri, &found, &context, rows.as_ref())
 }
 
 /// Reads what `uri` names (`found`) with `context` (see [`base_context`],
-/// plus what its steps produced): its statement, then its body on the
-/// blocking pool.
+/// plus what its steps produced): its statement, then its body, inline
+/// first (see [`render::inline`]), in `caller`'s turn of the render pool if
+/// it does not fit.
 pub async fn read_found(
     catalog: &Arc<Catalog>,
     uri: &str,
     found: Found,
     context: BTreeMap<String, Value>,
+    caller: &(dyn Fn() -> render::Caller + Sync),
 ) -> Result<ResourceBody, ReadError> {
     let rows = match found.query(catalog) {
         Some(query) => {
@@ -157,8 +159,12 @@ pub async fn read_found(
         }
         None => None,
     };
+    let (context, rows) = body_context(context, rows);
+    if let Some(body) = render::inline(|| render_body(catalog, uri, &found, &context, rows.as_ref())) {
+        return body;
+    }
     let (owned, owned_uri) = (Arc::clone(catalog), uri.to_owned());
-    render::off_thread(move || render_body(&owned, &owned_uri, &found, rows, context)).await?
+    render::pooled(caller(), move || render_body(&owned, &owned_uri, &found, &context, rows.as_ref())).await?
 }
 
 /// What a resource's templates see before its statement runs: the URI's
@@ -176,15 +182,9 @@ pub fn base_context(catalog: &Catalog, uri: &str, found: &Found) -> BTreeMap<Str
     context
 }
 
-/// Renders the body of what `uri` names (blocking) with `context`, and its
-/// statement's `rows` if it has one.
-fn render_body(
-    catalog: &Catalog,
-    uri: &str,
-    found: &Found,
-    rows: Option<Rows>,
-    mut context: BTreeMap<String, Value>,
-) -> Result<ResourceBody, ReadError> {
+/// What a body's templates see: `context`, and the statement's `rows` (and
+/// `truncated`) if it has one; the rows as JSON, for a body that is them.
+fn body_context(mut context: BTreeMap<String, Value>, rows: Option<Rows>) -> (Value, Option<serde_json::Value>) {
     let mut json_rows = None;
     if let Some(rows) = rows {
         let list = serde_json::Value::Array(rows.rows.into_iter().map(serde_json::Value::Object).collect());
@@ -192,13 +192,25 @@ fn render_body(
         context.insert("truncated".to_owned(), Value::from(rows.truncated));
         json_rows = Some(list);
     }
-    let rows_text = |rows: Option<serde_json::Value>| rows.unwrap_or_default().to_string();
+    (Value::from(context), json_rows)
+}
+
+/// Renders the body of what `uri` names with `context` (see
+/// [`body_context`]; templates run here), or its statement's `rows`.
+fn render_body(
+    catalog: &Catalog,
+    uri: &str,
+    found: &Found,
+    context: &Value,
+    json_rows: Option<&serde_json::Value>,
+) -> Result<ResourceBody, ReadError> {
+    let rows_text = |rows: Option<&serde_json::Value>| rows.unwrap_or(&serde_json::Value::Null).to_string();
     match found {
         Found::Resource(idx) => {
             let resource = catalog.resources.get(*idx).ok_or(ReadError::NotFound)?;
             let contents = match &resource.body {
                 Body::Template(template) => {
-                    Contents::Text(render::render(&catalog.env, template, Value::from(context))?)
+                    Contents::Text(render::render(&catalog.templates, template, context.clone())?)
                 }
                 Body::Rows => Contents::Text(rows_text(json_rows)),
                 Body::Bytes { bytes, text: true } => Contents::Text(String::from_utf8_lossy(bytes).into_owned()),
@@ -211,7 +223,7 @@ fn render_body(
         Found::Template(idx, _) => {
             let template = catalog.resource_templates.get(*idx).ok_or(ReadError::NotFound)?;
             let text = match &template.body {
-                Some(body) => render::render(&catalog.env, body, Value::from(context)).map_err(|err| match err {
+                Some(body) => render::render(&catalog.templates, body, context.clone()).map_err(|err| match err {
                     RenderError::Failed(message) => ReadError::Rejected(message),
                     err => ReadError::Render(err),
                 })?,

@@ -56,8 +56,8 @@ pub struct Catalog {
     pub resource_templates: Vec<ResourceTemplate>,
     /// Toolsets by name: the names of their tools, in declaration order.
     pub toolsets: IndexMap<String, Vec<String>>,
-    /// Every template of this catalog, compiled.
-    pub env: minijinja::Environment<'static>,
+    /// Every template of this catalog, compiled on first use.
+    pub templates: crate::render::Templates,
     /// The merged `data:` blocks, as templates see them.
     pub data: minijinja::Value,
     /// Databases by name, with the `setup` each needs applied before serving.

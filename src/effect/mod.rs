@@ -101,11 +101,6 @@ pub struct Template {
     /// stays a number where a value keeps its type (a JSON body, an SQL
     /// parameter).
     pub typed: Option<String>,
-    /// It only prints text and values it looks up (no statement, filter,
-    /// call or operator), so its cost is linear in what it prints and it
-    /// renders on the runtime thread: a trip to the blocking pool would cost
-    /// more than the render.
-    pub inline: bool,
 }
 
 /// What checking an effect needs from the catalog being built: where keys

@@ -100,6 +100,10 @@ async fn run_steps(
     resume: steps::Resume,
     stop_before: Option<usize>,
 ) -> Result<Result<steps::Resume, ToolOutcome>, Halted> {
+    if tool.steps.is_empty() && resume.step == 0 {
+        // Nothing to run (and no message to name the tool in).
+        return Ok(Ok(resume));
+    }
     let what = format!("tool `{}`", tool.name);
     let owner = steps::Owner { catalog, what: &what };
     match steps::run(owner, &tool.steps, context, client, resume, stop_before).await {
@@ -179,8 +183,8 @@ fn check_arguments(tool: &Tool, arguments: Map<String, Value>) -> Result<Map<Str
     }
 }
 
-/// Runs the effect and renders the result on the blocking pool (see
-/// [`render::off_thread`]): a slow template never holds a runtime thread.
+/// Runs the effect and renders the result, inline first (see
+/// [`render::inline`]): a slow template never holds a runtime thread.
 /// A statement that writes is committed only once its result rendered (and
 /// matched `outputSchema`): a result that fails rolls it back.
 async fn finish(
@@ -191,7 +195,7 @@ async fn finish(
     client: &dyn steps::Client,
 ) -> ToolOutcome {
     let Some(effect) = &tool.effect else {
-        return render_outcome(catalog, &tool.name, context, None).await;
+        return render_outcome(catalog, tool, context, None, client).await;
     };
     let call = Running { catalog: Arc::clone(catalog), variables: TemplateValue::from(context.clone()), client };
     let started = std::time::Instant::now();
@@ -204,7 +208,7 @@ async fn finish(
                 effect_result = Some(value);
             }
             async move {
-                let mut outcome = render_outcome(catalog, &tool.name, context, effect_result).await;
+                let mut outcome = render_outcome(catalog, tool, context, effect_result, client).await;
                 if outcome.is_error {
                     return Err(outcome);
                 }
@@ -238,15 +242,13 @@ struct Running<'c> {
 
 impl effect::Call for Running<'_> {
     fn render<'a>(&'a self, templates: &'a [Template]) -> CallFuture<'a, Result<Vec<Value>, String>> {
-        if templates.iter().all(|template| template.inline) {
-            let rendered = templates.iter().map(|template| render_one(&self.catalog, template, &self.variables));
-            return Box::pin(std::future::ready(rendered.collect()));
+        if let Some(rendered) = render::inline(|| render_all(&self.catalog, templates, &self.variables)) {
+            return Box::pin(std::future::ready(rendered));
         }
         let (catalog, variables, templates) = (Arc::clone(&self.catalog), self.variables.clone(), templates.to_vec());
+        let caller = self.client.render_caller();
         Box::pin(async move {
-            let rendered = render::off_thread(move || {
-                templates.iter().map(|template| render_one(&catalog, template, &variables)).collect()
-            });
+            let rendered = render::pooled(caller, move || render_all(&catalog, &templates, &variables));
             rendered.await.map_err(|err| err.to_string()).and_then(|rendered| rendered)
         })
     }
@@ -256,15 +258,20 @@ impl effect::Call for Running<'_> {
     }
 }
 
+/// Renders an effect's templates, each as [`render_one`].
+fn render_all(catalog: &Catalog, templates: &[Template], variables: &TemplateValue) -> Result<Vec<Value>, String> {
+    templates.iter().map(|template| render_one(catalog, template, variables)).collect()
+}
+
 /// Renders one of an effect's templates: its text, or the value of its one
 /// expression (see [`Template::typed`]).
 fn render_one(catalog: &Catalog, template: &Template, variables: &TemplateValue) -> Result<Value, String> {
     let Some(typed) = &template.typed else {
-        return render::render(&catalog.env, &template.name, variables.clone())
+        return render::render(&catalog.templates, &template.name, variables.clone())
             .map(Value::String)
             .map_err(|e| e.to_string());
     };
-    let json = render::render(&catalog.env, typed, variables.clone()).map_err(|err| err.to_string())?;
+    let json = render::render(&catalog.templates, typed, variables.clone()).map_err(|err| err.to_string())?;
     serde_json::from_str(&json).map_err(|err| format!("`{}` gave no JSON value: {err}", template.name))
 }
 
@@ -272,33 +279,35 @@ fn render_one(catalog: &Catalog, template: &Template, variables: &TemplateValue)
 /// without fear of doing it twice.
 pub use crate::effect::sql::ROLLED_BACK;
 
-/// Renders the result of tool `name` with `context` on the blocking pool.
+/// Renders the result of `tool` with `context`, inline first (see
+/// [`render::inline`]), on `client`'s turn of the render pool if it does not fit.
 async fn render_outcome(
     catalog: &Arc<Catalog>,
-    name: &str,
+    tool: &Tool,
     context: BTreeMap<String, TemplateValue>,
     effect_result: Option<Value>,
+    client: &dyn steps::Client,
 ) -> ToolOutcome {
-    let catalog = Arc::clone(catalog);
-    let name = name.to_owned();
-    let rendered = render::off_thread(move || match catalog.tool(&name) {
-        Some(tool) => render_result(&catalog, tool, TemplateValue::from(context), effect_result),
+    let context = TemplateValue::from(context);
+    if let Some(outcome) = render::inline(|| render_result(catalog, tool, context.clone(), effect_result.as_ref())) {
+        return outcome;
+    }
+    let (catalog, name) = (Arc::clone(catalog), tool.name.clone());
+    let rendered = render::pooled(client.render_caller(), move || match catalog.tool(&name) {
+        Some(tool) => render_result(&catalog, tool, context, effect_result.as_ref()),
         None => ToolOutcome::error(format!("tool `{name}` is gone")),
     });
     rendered.await.unwrap_or_else(render_failure)
 }
 
-/// Renders the result of `tool` with `context` (blocking: templates run here).
-fn render_result(catalog: &Catalog, tool: &Tool, context: TemplateValue, effect_result: Option<Value>) -> ToolOutcome {
+/// Renders the result of `tool` with `context` (templates run here).
+fn render_result(catalog: &Catalog, tool: &Tool, context: TemplateValue, effect_result: Option<&Value>) -> ToolOutcome {
     match &tool.result {
-        ResultSpec::Text(template) => match render::render(&catalog.env, template, context) {
+        ResultSpec::Text(template) => match render::render(&catalog.templates, template, context) {
             Ok(text) => finish_text(tool, text),
             Err(err) => render_failure(err),
         },
-        ResultSpec::EffectJson => {
-            let value = effect_result.unwrap_or(Value::Null);
-            finish_text(tool, value.to_string())
-        }
+        ResultSpec::EffectJson => finish_text(tool, effect_result.unwrap_or(&Value::Null).to_string()),
         ResultSpec::Content(blocks) => {
             let mut out = Vec::with_capacity(blocks.len());
             for block in blocks {

@@ -13,9 +13,9 @@
 //! again (no log or progress repeated), and what they produced is rebuilt from
 //! the answers. Each step sees the arguments and what earlier steps produced
 //! (`answers` by key, and the last `elicited`, `sampled`, `roots`); the
-//! client's cancellation is checked between steps. Step templates render on
-//! the blocking pool, like results ([`render::off_thread`]), so a slow one
-//! holds no runtime thread.
+//! client's cancellation is checked between steps. Step templates render
+//! like results: inline first, on the render pool if they do not fit
+//! ([`render::inline`]), so a slow one holds no runtime thread.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -79,6 +79,9 @@ pub trait Client: Send + Sync {
     /// The claims of the caller's verified access token (OAuth), which
     /// templates see as `auth`; `None` when carte verifies no caller.
     fn caller(&self) -> Option<&Map<String, Value>>;
+    /// Whose turn a render that did not fit inline waits for on the render
+    /// pool (see [`render::pooled`]): asked only then.
+    fn render_caller(&self) -> render::Caller;
 }
 
 /// The client capability a question's `method` needs: `elicitation`,
@@ -204,6 +207,10 @@ impl Client for NoClient {
     fn caller(&self) -> Option<&Map<String, Value>> {
         None
     }
+
+    fn render_caller(&self) -> render::Caller {
+        render::Caller::new("carte")
+    }
 }
 
 /// Longest rendered `sleep` read as a duration; a longer one is not, and
@@ -273,7 +280,7 @@ pub async fn run(
         if client.cancelled() {
             return Err(Stopped::Cancelled);
         }
-        let at = StepAt { catalog: owner.catalog, owner: owner.what, number: idx + 1 };
+        let at = StepAt { catalog: owner.catalog, owner: owner.what, number: idx + 1, client };
         match step {
             Step::Log { level, logger, data } => {
                 let data = match data {
@@ -357,16 +364,23 @@ struct StepAt<'a> {
     owner: &'a str,
     /// 1-based, as a person counts steps.
     number: usize,
+    /// Whose turn a render waits for if it does not fit inline.
+    client: &'a dyn Client,
 }
 
 impl StepAt<'_> {
-    /// Renders template `name` with `context` on the blocking pool (see
-    /// [`render::off_thread`]); a failure stops the call with a message.
+    /// Renders template `name` with `context`, inline first (see
+    /// [`render::inline`]); a failure stops the call with a message.
     async fn render(&self, name: &str, context: &BTreeMap<String, TemplateValue>) -> Result<String, Stopped> {
-        let catalog = Arc::clone(self.catalog);
-        let name = name.to_owned();
         let context = TemplateValue::from(context.clone());
-        let rendered = render::off_thread(move || render::render(&catalog.env, &name, context)).await.and_then(|r| r);
+        let rendered = match render::inline(|| render::render(&self.catalog.templates, name, context.clone())) {
+            Some(rendered) => rendered,
+            None => {
+                let (catalog, name) = (Arc::clone(self.catalog), name.to_owned());
+                let work = move || render::render(&catalog.templates, &name, context);
+                render::pooled(self.client.render_caller(), work).await.and_then(|rendered| rendered)
+            }
+        };
         rendered.map_err(|err| match err {
             RenderError::Failed(message) => Stopped::Failed(message),
             RenderError::Template(message) => {
@@ -549,6 +563,10 @@ mod tests {
 
         fn caller(&self) -> Option<&Map<String, Value>> {
             None
+        }
+
+        fn render_caller(&self) -> render::Caller {
+            render::Caller::new("test")
         }
     }
 

@@ -104,15 +104,20 @@ pub async fn refresh(shared: &Shared, database: Option<&str>) {
     let subscribed = shared.hub.subscribed_uris();
     let catalog = Arc::clone(&snapshot.catalog);
     let wanted = database.map(str::to_owned);
-    let live = crate::render::off_thread(move || {
-        subscribed
-            .into_iter()
-            .filter(|uri| {
-                crate::resource::database_of(&catalog, uri)
-                    .is_some_and(|read| wanted.as_deref().is_none_or(|wanted| wanted == read))
-            })
-            .collect::<Vec<String>>()
-    })
+    // Matching a URI may render (a template's `fail()` checks).
+    let live = crate::render::inline_first(
+        || crate::render::Caller::new("carte: live resources"),
+        move || {
+            subscribed
+                .iter()
+                .filter(|uri| {
+                    crate::resource::database_of(&catalog, uri)
+                        .is_some_and(|read| wanted.as_deref().is_none_or(|wanted| wanted == read))
+                })
+                .cloned()
+                .collect::<Vec<String>>()
+        },
+    )
     .await;
     let live = match live {
         Ok(live) => live,

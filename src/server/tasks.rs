@@ -240,6 +240,7 @@ impl Tasks {
             poll: options.poll_interval,
             capabilities: call.capabilities,
             caller: call.caller,
+            owner: crate::render::Caller::new(record.owner.as_str()),
         };
         let (catalog, name, arguments) = (Arc::clone(call.catalog), call.tool.name.clone(), call.arguments);
         let run = tokio::spawn(async move {
@@ -356,6 +357,8 @@ struct TaskClient {
     capabilities: ClientCapabilities,
     /// The claims of the access token that started the task (templates' `auth`).
     caller: Option<Arc<Map<String, Value>>>,
+    /// The task's owner, whose turns its renders share on the render pool.
+    owner: crate::render::Caller,
 }
 
 impl Client for TaskClient {
@@ -405,6 +408,10 @@ impl Client for TaskClient {
     fn caller(&self) -> Option<&Map<String, Value>> {
         self.caller.as_deref()
     }
+
+    fn render_caller(&self) -> crate::render::Caller {
+        self.owner.clone()
+    }
 }
 
 #[cfg(test)]
@@ -444,6 +451,7 @@ mod tests {
             poll: Duration::from_secs(30),
             capabilities: ClientCapabilities::builder().enable_elicitation().build(),
             caller: None,
+            owner: crate::render::Caller::new("me"),
         };
         let asking = tokio::spawn(async move { client.ask(vec![elicit("first"), elicit("second")]).await });
         // Bounded wait for the run to park.

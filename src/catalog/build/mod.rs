@@ -113,7 +113,7 @@ pub fn build(
     let Builder { sources, databases, apis, url_templates, .. } = builder;
     let databases = databases.entries;
     let apis = apis.entries;
-    let env = render::catalog_environment(sources, url_templates);
+    let templates = render::Templates::new(sources, url_templates);
     let tool_index = tools.iter().enumerate().map(|(idx, t)| (t.name.clone(), idx)).collect();
     let prompt_index = prompts.iter().enumerate().map(|(idx, p)| (p.name.clone(), idx)).collect();
     let resource_index = resources.iter().enumerate().map(|(idx, r)| (r.uri.clone(), idx)).collect();
@@ -124,7 +124,7 @@ pub fn build(
         resources,
         resource_templates,
         toolsets,
-        env,
+        templates,
         data,
         databases,
         apis,

@@ -86,30 +86,6 @@ pub(super) fn analyze<'d>(source: &'d str, data: &'d Map<String, Value>) -> Resu
     Ok(walker.out)
 }
 
-/// Whether `source` only writes text and looks values up (`{{ id }}`,
-/// `{{ note.title }}`, `{{ rows[0]["id"] }}`): no statement, filter, call,
-/// test or operator. Such a template costs what the values it prints cost,
-/// so it may render where a template that computes may not (see
-/// [`crate::effect::Template::inline`]).
-pub(super) fn only_looks_up(source: &str) -> bool {
-    fn lookup(expr: &Expr<'_>) -> bool {
-        match expr {
-            Expr::Var(_) | Expr::Const(_) => true,
-            Expr::GetAttr(attr) => lookup(&attr.expr),
-            Expr::GetItem(item) => lookup(&item.expr) && lookup(&item.subscript_expr),
-            _ => false,
-        }
-    }
-    let Ok(Stmt::Template(tree)) = parse(source, "<template>", SyntaxConfig::default()) else {
-        return false;
-    };
-    tree.children.iter().all(|stmt| match stmt {
-        Stmt::EmitRaw(_) => true,
-        Stmt::EmitExpr(emit) => lookup(&emit.expr),
-        _ => false,
-    })
-}
-
 fn range(span: Span) -> Range<usize> {
     span.start_offset as usize..span.end_offset as usize
 }
@@ -695,24 +671,6 @@ fn is_identifier(key: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_template_that_only_looks_values_up_is_told_from_one_that_computes() {
-        for source in ["/notes/{{ id }}", "{{ note.title }} by {{ rows[0][\"who\"] }}", "plain", "{{ a[b] }}"] {
-            assert!(only_looks_up(source), "{source}");
-        }
-        for source in [
-            "{{ id | upper }}",
-            "{{ n + 1 }}",
-            "{{ range(10) }}",
-            "{% for x in xs %}{{ x }}{% endfor %}",
-            "{{ a[b | length] }}",
-            "{{ x is defined }}",
-            "{{ broken",
-        ] {
-            assert!(!only_looks_up(source), "{source}");
-        }
-    }
 
     fn data() -> Map<String, Value> {
         let value = serde_json::json!({

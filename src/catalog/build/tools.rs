@@ -599,14 +599,14 @@ impl effect::Host for EffectHost<'_, '_> {
             self.builder.sources.insert(twin.clone(), twin_source);
             Some(twin)
         });
-        Some(effect::Template { name, typed, inline: super::template_analysis::only_looks_up(source) })
+        Some(effect::Template { name, typed })
     }
 
     fn url_template(&mut self, pointer: &str, source: &str) -> Option<effect::Template> {
         let name = format!("{}{pointer}", self.owner);
         let name = self.builder.inline(name, source, self.origin, pointer, self.scope)?;
         self.builder.url_templates.insert(name.clone());
-        Some(effect::Template { name, typed: None, inline: super::template_analysis::only_looks_up(source) })
+        Some(effect::Template { name, typed: None })
     }
 
     fn report(&mut self, diagnostic: Diagnostic) -> &mut Diagnostic {

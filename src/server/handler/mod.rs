@@ -498,10 +498,10 @@ impl ServerHandler for Handler {
         self.observed(&context, "resources/read", Target::Resource(&request.uri), async {
             let snapshot = self.view()?;
             let binding = Binding { method: "resources/read", name: &request.uri, arguments: None };
-            // Matching a URI is off the runtime thread; only a catalog whose resources ask needs it here.
+            // Matching a URI may render (a template's `fail()` checks); only a catalog whose resources ask needs it here.
             let steps = if snapshot.resource_steps && modern(&context) {
                 super::snapshot::check_uri_length(&request.uri)?;
-                snapshot.steps_of(&request.uri).await
+                snapshot.steps_of(&request.uri, &|| crate::render::Caller::new(self.owner(&context))).await
             } else {
                 Vec::new()
             };
@@ -513,7 +513,7 @@ impl ServerHandler for Handler {
                 &steps,
             )?;
             let client = RequestClient { handler: self, context: &context, answers };
-            match snapshot.read_resource_off_thread(&request.uri, &client, resume).await? {
+            match snapshot.read_resource_for(&request.uri, &client, resume).await? {
                 Asked::Done(contents) => Ok(ReadResourceResult::new(contents).into()),
                 Asked::Input { questions, resume } => Ok(self.input_required(&binding, questions, &resume)?.into()),
             }

@@ -128,4 +128,8 @@ impl Client for RequestClient<'_> {
     fn caller(&self) -> Option<&serde_json::Map<String, serde_json::Value>> {
         caller(self.context).map(|caller| &*caller.claims)
     }
+
+    fn render_caller(&self) -> crate::render::Caller {
+        crate::render::Caller::new(self.handler.owner(self.context))
+    }
 }

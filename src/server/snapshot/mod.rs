@@ -310,14 +310,19 @@ impl Snapshot {
                 Err(Stopped::InputRequired { questions, resume }) => return Ok(Asked::Input { questions, resume }),
             }
         }
-        let catalog = Arc::clone(&self.catalog);
-        let owned_name = name.to_owned();
-        let rendered = crate::render::off_thread(move || match catalog.prompt(&owned_name) {
-            Some(prompt) => crate::prompt::render(&catalog, prompt, context),
-            None => Err(PromptError::Block(RenderError::Template("the prompt is gone".to_owned()).into())),
-        })
-        .await
-        .unwrap_or_else(|err| Err(PromptError::Block(err.into())));
+        let context = minijinja::Value::from(context);
+        let rendered = match crate::render::inline(|| crate::prompt::render(&self.catalog, prompt, &context)) {
+            Some(rendered) => rendered,
+            None => {
+                let (catalog, owned_name) = (Arc::clone(&self.catalog), name.to_owned());
+                crate::render::pooled(client.render_caller(), move || match catalog.prompt(&owned_name) {
+                    Some(prompt) => crate::prompt::render(&catalog, prompt, &context),
+                    None => Err(PromptError::Block(RenderError::Template("the prompt is gone".to_owned()).into())),
+                })
+                .await
+                .unwrap_or_else(|err| Err(PromptError::Block(err.into())))
+            }
+        };
         let messages = rendered.map_err(prompt_error)?;
         let messages = messages
             .into_iter()
@@ -337,18 +342,19 @@ impl Snapshot {
     }
 
     /// `resources/read` for a request, from `resume`: its steps, then
-    /// matching and rendering on the blocking pool, a resource's `sql`
+    /// matching and rendering (inline first, then in `client`'s turn of the
+    /// render pool: see [`crate::render::inline`]), a resource's `sql`
     /// statement through its database (see [`crate::resource::read_found`]);
-    /// nothing holds a runtime thread.
-    pub(in crate::server) async fn read_resource_off_thread(
+    /// nothing slow holds a runtime thread.
+    pub(in crate::server) async fn read_resource_for(
         &self,
         uri: &str,
         client: &dyn run::steps::Client,
         resume: Resume,
     ) -> Result<Asked<Vec<ResourceContents>>, ErrorData> {
         check_uri_length(uri)?;
-        let (catalog, owned_uri) = (Arc::clone(&self.catalog), uri.to_owned());
-        let found = crate::render::off_thread(move || crate::resource::find(&catalog, &owned_uri)).await;
+        let caller = || client.render_caller();
+        let found = self.find(uri, &caller).await;
         let found = found.map_err(|err| read_error(uri, err.into()))?.map_err(|err| read_error(uri, err))?;
         let mut context = crate::resource::base_context(&self.catalog, uri, &found);
         let steps = found.steps(&self.catalog);
@@ -362,25 +368,41 @@ impl Snapshot {
                 Err(Stopped::InputRequired { questions, resume }) => return Ok(Asked::Input { questions, resume }),
             }
         }
-        let body = crate::resource::read_found(&self.catalog, uri, found, context).await;
+        let body = crate::resource::read_found(&self.catalog, uri, found, context, &caller).await;
         body.map(|body| Asked::Done(vec![resource_contents(body)])).map_err(|err| read_error(uri, err))
     }
 
-    /// The steps a read of `uri` runs (none for an unknown URI), matched on
-    /// the blocking pool.
-    pub(in crate::server) async fn steps_of(&self, uri: &str) -> Vec<catalog::Step> {
+    /// What `uri` names (see [`crate::resource::find`], which renders a
+    /// resource template's `fail()` checks): inline first, then in
+    /// `caller`'s turn of the render pool.
+    async fn find(
+        &self,
+        uri: &str,
+        caller: &(dyn Fn() -> crate::render::Caller + Sync),
+    ) -> Result<Result<crate::resource::Found, crate::resource::ReadError>, RenderError> {
+        if let Some(found) = crate::render::inline(|| crate::resource::find(&self.catalog, uri)) {
+            return Ok(found);
+        }
         let (catalog, uri) = (Arc::clone(&self.catalog), uri.to_owned());
-        let steps = crate::render::off_thread(move || match crate::resource::find(&catalog, &uri) {
-            Ok(found) => found.steps(&catalog).to_vec(),
-            Err(_) => Vec::new(),
-        });
-        steps.await.unwrap_or_default()
+        crate::render::pooled(caller(), move || crate::resource::find(&catalog, &uri)).await
+    }
+
+    /// The steps a read of `uri` runs (none for an unknown URI).
+    pub(in crate::server) async fn steps_of(
+        &self,
+        uri: &str,
+        caller: &(dyn Fn() -> crate::render::Caller + Sync),
+    ) -> Vec<catalog::Step> {
+        match self.find(uri, caller).await {
+            Ok(Ok(found)) => found.steps(&self.catalog).to_vec(),
+            _ => Vec::new(),
+        }
     }
 
     /// `resources/read` as JSON, running the statement of a resource that
     /// reads a database (as `carte read` and live resources read).
     pub async fn read_resource_live_json(&self, uri: &str) -> Answer {
-        let contents = self.read_resource_off_thread(uri, &run::steps::NoClient, Resume::default()).await;
+        let contents = self.read_resource_for(uri, &run::steps::NoClient, Resume::default()).await;
         answer(contents.and_then(|asked| asked.done(uri)).map(|contents| json!({ "contents": contents })))
     }
 
