@@ -118,7 +118,11 @@ pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(30);
 pub const DEFAULT_MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
 
 /// The MCP endpoint of one toolset.
-type ToolsetService = StreamableHttpService<Handler, Sessions>;
+/// An MCP endpoint. Shared, not cloned, per request: rmcp's service clones
+/// its whole configuration (the allowed hosts and origins) when cloned, as
+/// axum and `tower::Service::call` do for each request; `handle` needs only
+/// a reference.
+type McpService = Arc<StreamableHttpService<Handler, Sessions>>;
 
 struct AppState {
     shared: Arc<Shared>,
@@ -126,7 +130,7 @@ struct AppState {
     config: StreamableHttpServerConfig,
     /// Each toolset's endpoint, made on its first request; only toolsets of
     /// the current catalog are kept (pruned when one is added).
-    toolsets: std::sync::Mutex<std::collections::HashMap<String, ToolsetService>>,
+    toolsets: std::sync::Mutex<std::collections::HashMap<String, McpService>>,
     token: Option<String>,
     /// Verifies OAuth access tokens, with `--oauth-issuer`.
     verifier: Option<Arc<oauth::Verifier>>,
@@ -270,8 +274,11 @@ fn router(
         config.session_store = Some(store);
     }
     let factory_shared = shared.clone();
-    let mcp =
-        StreamableHttpService::new(move || Ok(Handler::new(factory_shared.clone())), sessions.clone(), config.clone());
+    let mcp: McpService = Arc::new(StreamableHttpService::new(
+        move || Ok(Handler::new(factory_shared.clone())),
+        sessions.clone(),
+        config.clone(),
+    ));
     let state = Arc::new(AppState {
         shared,
         config,
@@ -286,7 +293,7 @@ fn router(
     });
     let cors = cors(access);
     let router = Router::new()
-        .route_service("/mcp", mcp)
+        .route("/mcp", axum::routing::any(move |request: Request| serve_mcp(mcp.clone(), request)))
         .route("/mcp/{toolset}", axum::routing::any(toolset_mcp))
         .layer(axum::middleware::from_fn_with_state(state.clone(), explain_unreadable))
         .layer(axum::middleware::from_fn_with_state(state.clone(), count_replies))
@@ -334,7 +341,7 @@ async fn toolset_mcp(
                 move || Ok(Handler::of_toolset(shared.clone(), Some(toolset.clone()), CancellationToken::new()));
             services.insert(
                 name.clone(),
-                StreamableHttpService::new(factory, state.sessions.clone(), state.config.clone()),
+                Arc::new(StreamableHttpService::new(factory, state.sessions.clone(), state.config.clone())),
             );
         }
         services.get(&name).cloned()
@@ -346,6 +353,11 @@ async fn toolset_mcp(
         )
             .into_response();
     };
+    serve_mcp(service, request).await
+}
+
+/// One request to an MCP endpoint.
+async fn serve_mcp(service: McpService, request: Request) -> Response {
     service.handle(request).await.into_response()
 }
 
