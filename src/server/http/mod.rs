@@ -295,9 +295,7 @@ fn router(
     let router = Router::new()
         .route("/mcp", axum::routing::any(move |request: Request| serve_mcp(mcp.clone(), request)))
         .route("/mcp/{toolset}", axum::routing::any(toolset_mcp))
-        .layer(axum::middleware::from_fn_with_state(state.clone(), explain_unreadable))
-        .layer(axum::middleware::from_fn_with_state(state.clone(), count_replies))
-        .layer(axum::middleware::from_fn(session_refusals))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), mcp_answers))
         .layer(axum::middleware::from_fn_with_state(state.clone(), authorize))
         .layer(cors)
         .layer(axum::middleware::from_fn(allow_param_headers))
@@ -439,17 +437,34 @@ async fn check_access(State(state): State<Arc<AppState>>, request: Request, next
     }
 }
 
+/// What carte adds to rmcp's answers on the MCP endpoints, in one layer
+/// (each layer clones the rest of the router per request): the JSON-RPC
+/// error for a body rmcp cannot read ([`explain_unreadable`]), the count of
+/// replies in progress (POSTs, not listen streams: see `status`), and the
+/// answer to what the session manager refused ([`refusal_answer`]).
+async fn mcp_answers(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
+    let counted = request.method() == axum::http::Method::POST
+        && request.headers().get("mcp-method").is_none_or(|method| method != "subscriptions/listen");
+    let (response, refusal) = sessions::watch(explain_unreadable(&state, request, next)).await;
+    if let Some(refusal) = refusal {
+        return refusal_answer(refusal);
+    }
+    if !counted {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    Response::from_parts(parts, axum::body::Body::new(Counted { body, _reply: state.replies.start() }))
+}
+
 /// Answers what the session manager refused: 503 when the server is at its
 /// session limit, 409 for a second GET stream on a session.
-async fn session_refusals(request: Request, next: Next) -> Response {
-    let (response, refusal) = sessions::watch(next.run(request)).await;
+fn refusal_answer(refusal: Refusal) -> Response {
     let (status, message) = match refusal {
-        None => return response,
-        Some(Refusal::Full(limit)) => (
+        Refusal::Full(limit) => (
             StatusCode::SERVICE_UNAVAILABLE,
             format!("the server is at its session limit ({limit} sessions); try again later"),
         ),
-        Some(Refusal::StreamOpen) => {
+        Refusal::StreamOpen => {
             (StatusCode::CONFLICT, "this session already has an open GET stream; close it first".to_owned())
         }
     };
@@ -465,7 +480,7 @@ async fn session_refusals(request: Request, next: Next) -> Response {
 /// 415; a JSON-RPC client gets the JSON-RPC error stdio would answer
 /// instead (HTTP 400; a malformed notification: 202). The body is buffered
 /// (rmcp buffers it anyway) so that it can be read again when rmcp refuses it.
-async fn explain_unreadable(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
+async fn explain_unreadable(state: &AppState, request: Request, next: Next) -> Response {
     let json = request.headers().get(header::CONTENT_TYPE).and_then(|value| value.to_str().ok()).is_some_and(|value| {
         value.split(';').next().is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"))
     });
@@ -493,20 +508,11 @@ async fn explain_unreadable(State(state): State<Arc<AppState>>, request: Request
     }
 }
 
-/// Counts POST replies (but not listen streams) until their bodies are done.
-async fn count_replies(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
-    let counted = request.method() == axum::http::Method::POST
-        && request.headers().get("mcp-method").is_none_or(|method| method != "subscriptions/listen");
-    let response = next.run(request).await;
-    if !counted {
-        return response;
-    }
-    let (parts, body) = response.into_parts();
-    Response::from_parts(parts, axum::body::Body::new(Counted { body, _reply: state.replies.start() }))
-}
-
 /// One line per request at debug level (never the headers: they may carry the token).
 async fn access_log(request: Request, next: Next) -> Response {
+    if !tracing::enabled!(target: "carte::access", tracing::Level::DEBUG) {
+        return next.run(request).await;
+    }
     let method = request.method().clone();
     let path = request.uri().path().to_owned();
     let started = Instant::now();
