@@ -129,10 +129,8 @@ fn start(
     let arguments = check_arguments(tool, arguments)?;
     // One conversion: each argument's value is shared with `arguments`.
     let all = crate::render::to_value(&arguments);
-    let mut context: Context = arguments
-        .keys()
-        .map(|key| (key.clone(), all.get_attr(key).unwrap_or(TemplateValue::UNDEFINED)))
-        .collect();
+    let mut context: Context =
+        arguments.keys().map(|key| (key.clone(), all.get_attr(key).unwrap_or(TemplateValue::UNDEFINED))).collect();
     context.insert("arguments".to_owned(), all);
     context.insert("data".to_owned(), catalog.data.clone());
     context.insert("auth".to_owned(), crate::render::auth_value(client.caller()));
