@@ -156,24 +156,31 @@ pub fn escape(state: &mut State, v: &Value) -> Result<Value, Error> {
         },
         other => other.clone(),
     };
-    let mut rv = match v.as_str() {
-        Some(s) => String::with_capacity(s.len()),
-        None => String::new(),
-    };
+    // carte: within what the fuel left can pay for (a list is formatted
+    // as it is escaped).
+    let mut rv = crate::value::ops::FuelCappedString::new(Some(state));
     let mut out = Output::new(&mut rv);
-    if matches!(auto_escape, AutoEscape::Custom(_)) {
+    let written = if matches!(auto_escape, AutoEscape::Custom(_)) {
         // The formatter reads the escape mode from state, so temporarily
         // override it to ensure |e honors the computed escape mode even when
         // auto-escape is disabled in the current scope. The default formatter
         // also errors on custom auto-escape formats, so we must route through
         // the environment formatter here.
-        ok!(state.with_auto_escape(auto_escape, |state| {
+        state.with_auto_escape(auto_escape, |state| {
             state.env().format(v, state, &mut out)
-        }));
+        })
     } else {
-        ok!(write_escaped(&mut out, &auto_escape, v));
+        write_escaped(&mut out, &auto_escape, v)
+    };
+    drop(out);
+    if let Err(err) = written {
+        return Err(if rv.is_over() {
+            crate::value::ops::out_of_fuel(Some(state))
+        } else {
+            err
+        });
     }
-    Ok(Value::from_safe_string(rv))
+    Ok(Value::from_safe_string(ok!(rv.finish(Some(state), Ok(())))))
 }
 
 #[cfg(feature = "builtins")]
@@ -1187,7 +1194,12 @@ mod builtins {
                     format!("can only sum numbers, got {}", value.kind()),
                 ));
             }
+            // carte: summing lists concatenates them, which may materialize
+            // the sum so far (see `ops::add`): the same fuel check and charge
+            // as the `+` operator.
+            ok!(ops::ensure_fuel_for_binop(state, "add", &rv, &value));
             rv = ok!(ops::add(&rv, &value));
+            ok!(state.charge_value(&rv));
         }
 
         Ok(rv)
@@ -2554,21 +2566,39 @@ mod builtins {
             .collect::<Vec<_>>();
 
         if all_values.iter().all(|v| v.kind() == ValueKind::Map) {
+            // carte: a merge of maps walks every map on a lookup and every
+            // key on a visit: at most what the fuel left could pay for.
+            #[cfg(feature = "fuel")]
+            ok!(_state.ensure_fuel(
+                (MergeDict::weight_for_values(&all_values) as u64)
+                    .saturating_mul(crate::value::ops::SLOT_COST)
+            ));
             Ok(Value::from_object(MergeDict::new(all_values)))
         } else if all_values
             .iter()
             .all(|v| matches!(v.kind(), ValueKind::Seq))
         {
-            Ok(Value::from_object(MergeSeq::new(all_values)))
+            // carte: like `+`, a chain of lists may be at most as long as
+            // the fuel left could pay for (it may be flattened in one step).
+            #[cfg(feature = "fuel")]
+            ok!(_state.ensure_fuel(
+                (MergeSeq::weight_for_values(&all_values) as u64)
+                    .saturating_mul(crate::value::ops::SLOT_COST)
+            ));
+            crate::value::ops::shallow(Some(_state), Value::from_object(MergeSeq::new(all_values)))
         } else {
             // General iterator chaining behavior
-            Ok(Value::make_object_iterable(all_values, |values| {
-                Box::new(values.iter().flat_map(|v| match v.try_iter() {
-                    Ok(iter) => Box::new(iter) as Box<dyn Iterator<Item = Value> + Send + Sync>,
-                    Err(err) => Box::new(Some(Value::from(err)).into_iter())
-                        as Box<dyn Iterator<Item = Value> + Send + Sync>,
-                })) as Box<dyn Iterator<Item = Value> + Send + Sync>
-            }))
+            // carte: the lazy concatenation of `+` (it chains the same way),
+            // so that its size, depth and visits are bounded like `+`'s.
+            #[cfg(feature = "fuel")]
+            ok!(_state.ensure_fuel(
+                (MergeSeq::weight_for_values(&all_values) as u64)
+                    .saturating_mul(crate::value::ops::SLOT_COST)
+            ));
+            crate::value::ops::shallow(
+                Some(_state),
+                Value::from_object(MergeSeq::new_iterable(all_values)),
+            )
         }
     }
 
@@ -2616,7 +2646,9 @@ mod builtins {
             }
         }
 
-        Ok(Value::make_object_iterable(all_values, move |values| {
+        // carte: zipping deeply nested lazy values makes a list (see `shallow`).
+        let depth = crate::value::nested_depth(&all_values);
+        let zipped = Value::make_nested_iterable(depth, all_values, move |values| {
             let iter = std::iter::from_fn({
                 let mut iters = values
                     .iter()
@@ -2651,7 +2683,8 @@ mod builtins {
             } else {
                 Box::new(iter) as Box<dyn Iterator<Item = Value> + Send + Sync>
             }
-        }))
+        });
+        crate::value::ops::shallow(Some(_state), zipped)
     }
 
     /// Pretty print a variable.

@@ -37,6 +37,14 @@ pub struct Output<'a> {
     // bytes written that were not yet charged against the fuel.
     #[cfg(feature = "fuel")]
     uncharged_bytes: usize,
+    // carte: how many uncharged bytes the fuel left can pay for; a write
+    // past it fails (a value formatted into a capture is otherwise built
+    // whole before it is charged).
+    #[cfg(feature = "fuel")]
+    allowance: usize,
+    // carte: whether a write failed for want of fuel.
+    #[cfg(feature = "fuel")]
+    over_allowance: bool,
     #[cfg(feature = "debug")]
     span_recorder: Option<NonNull<OutputSpanRecorder>>,
 }
@@ -50,6 +58,10 @@ impl<'a> Output<'a> {
             capture_stack: Vec::new(),
             #[cfg(feature = "fuel")]
             uncharged_bytes: 0,
+            #[cfg(feature = "fuel")]
+            allowance: usize::MAX,
+            #[cfg(feature = "fuel")]
+            over_allowance: false,
             #[cfg(feature = "debug")]
             span_recorder: None,
         }
@@ -68,6 +80,10 @@ impl<'a> Output<'a> {
             span_recorder: NonNull::new(ptr),
             #[cfg(feature = "fuel")]
             uncharged_bytes: 0,
+            #[cfg(feature = "fuel")]
+            allowance: usize::MAX,
+            #[cfg(feature = "fuel")]
+            over_allowance: false,
         }
     }
 
@@ -82,6 +98,10 @@ impl<'a> Output<'a> {
             capture_stack: vec![None],
             #[cfg(feature = "fuel")]
             uncharged_bytes: 0,
+            #[cfg(feature = "fuel")]
+            allowance: usize::MAX,
+            #[cfg(feature = "fuel")]
+            over_allowance: false,
             #[cfg(feature = "debug")]
             span_recorder: None,
         }
@@ -149,6 +169,36 @@ impl<'a> Output<'a> {
         std::mem::take(&mut self.uncharged_bytes)
     }
 
+    /// carte: sets how many more bytes may be written before they are
+    /// charged (what the fuel left can pay for).
+    #[cfg(feature = "fuel")]
+    #[inline(always)]
+    pub(crate) fn set_allowance(&mut self, bytes: usize) {
+        self.allowance = bytes;
+    }
+
+    /// carte: whether a write failed because the fuel left could not pay
+    /// for it (and forgets it).
+    #[cfg(feature = "fuel")]
+    #[inline(always)]
+    pub(crate) fn take_over_allowance(&mut self) -> bool {
+        std::mem::take(&mut self.over_allowance)
+    }
+
+    /// carte: counts `len` bytes about to be written, refusing them past
+    /// the allowance.
+    #[cfg(feature = "fuel")]
+    #[inline(always)]
+    fn count(&mut self, len: usize) -> fmt::Result {
+        let total = self.uncharged_bytes.saturating_add(len);
+        if total > self.allowance {
+            self.over_allowance = true;
+            return Err(fmt::Error);
+        }
+        self.uncharged_bytes = total;
+        Ok(())
+    }
+
     /// If output spans are recorded and the output is not captured, this
     /// returns the current position in the final output.
     #[cfg(feature = "debug")]
@@ -199,7 +249,7 @@ impl fmt::Write for Output<'_> {
     fn write_str(&mut self, s: &str) -> fmt::Result {
         #[cfg(feature = "fuel")]
         {
-            self.uncharged_bytes = self.uncharged_bytes.saturating_add(s.len());
+            self.count(s.len())?;
         }
         fmt::Write::write_str(self.target(), s)
     }
@@ -208,7 +258,7 @@ impl fmt::Write for Output<'_> {
     fn write_char(&mut self, c: char) -> fmt::Result {
         #[cfg(feature = "fuel")]
         {
-            self.uncharged_bytes = self.uncharged_bytes.saturating_add(c.len_utf8());
+            self.count(c.len_utf8())?;
         }
         fmt::Write::write_char(self.target(), c)
     }

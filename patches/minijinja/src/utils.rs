@@ -172,7 +172,15 @@ fn write_with_html_escaping(out: &mut Output, value: &Value) -> fmt::Result {
     ) {
         write!(out, "{value}")
     } else {
-        write!(out, "{}", HtmlEscape(&value.to_string()))
+        // carte: escaped as it is formatted, not formatted whole first (a
+        // large list is written only as far as the output takes it).
+        struct Escaping<'o, 'a>(&'o mut Output<'a>);
+        impl fmt::Write for Escaping<'_, '_> {
+            fn write_str(&mut self, s: &str) -> fmt::Result {
+                write!(self.0, "{}", HtmlEscape(s))
+            }
+        }
+        fmt::Write::write_fmt(&mut Escaping(out), format_args!("{value}"))
     }
 }
 

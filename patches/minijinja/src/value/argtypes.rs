@@ -662,6 +662,24 @@ impl<'a, T: ArgType<'a>> ArgType<'a> for Option<T> {
 }
 
 fn value_to_string_cow(value: &Value) -> Result<Cow<'_, str>, Error> {
+    value_to_string_cow_within_fuel(None, value)
+}
+
+/// carte: formats a value that is not a string (a list, a map) into at most
+/// what the fuel left can pay for (`biglist|upper` built the whole text).
+fn value_to_string_within_fuel(state: Option<&State>, value: &Value) -> Result<String, Error> {
+    if value.as_object().is_none() || state.is_none() {
+        return Ok(value.to_string());
+    }
+    let mut rv = crate::value::ops::FuelCappedString::new(state);
+    let written = std::fmt::Write::write_fmt(&mut rv, format_args!("{value}"));
+    rv.finish(state, written)
+}
+
+fn value_to_string_cow_within_fuel<'v>(
+    state: Option<&State>,
+    value: &'v Value,
+) -> Result<Cow<'v, str>, Error> {
     Ok(match value.0 {
         ValueRepr::String(ref s, _) => Cow::Borrowed(s as &str),
         ValueRepr::SmallStr(ref s) => Cow::Borrowed(s.as_str()),
@@ -675,7 +693,7 @@ fn value_to_string_cow(value: &Value) -> Result<Cow<'_, str>, Error> {
                     "cannot convert kwargs to string",
                 ));
             }
-            Cow::Owned(value.to_string())
+            Cow::Owned(ok!(value_to_string_within_fuel(state, value)))
         }
     })
 }
@@ -716,12 +734,17 @@ impl<'a> StringInput<'a> {
     /// string argument conversion.
     pub fn new(state: &State, value: &'a Value) -> Result<Self, Error> {
         ok!(state.undefined_behavior().assert_value_not_undefined(value));
-        Self::from_value(value)
+        Self::from_value_within_fuel(Some(state), value)
     }
 
     fn from_value(value: &'a Value) -> Result<Self, Error> {
+        Self::from_value_within_fuel(None, value)
+    }
+
+    // carte: see `value_to_string_within_fuel`.
+    fn from_value_within_fuel(state: Option<&State>, value: &'a Value) -> Result<Self, Error> {
         Ok(StringInput {
-            value: ok!(value_to_string_cow(value)),
+            value: ok!(value_to_string_cow_within_fuel(state, value)),
             safe: value.is_safe(),
         })
     }
@@ -791,7 +814,7 @@ impl<'a> ArgType<'a> for StringInput<'_> {
         if let Some(state) = state {
             ok!(state.undefined_behavior().assert_value_not_undefined(value));
         }
-        Ok((ok!(StringInput::from_value(value)), 1))
+        Ok((ok!(StringInput::from_value_within_fuel(state, value)), 1))
     }
 }
 
@@ -820,7 +843,11 @@ impl<'a> ArgType<'a> for Cow<'_, str> {
         if let (Some(state), Some(value)) = (state, value) {
             ok!(state.undefined_behavior().assert_value_not_undefined(value));
         }
-        Ok((ok!(Self::from_value(value)), 1))
+        // carte: see `value_to_string_within_fuel`.
+        match value {
+            Some(value) => Ok((ok!(value_to_string_cow_within_fuel(state, value)), 1)),
+            None => Err(Error::from(ErrorKind::MissingArgument)),
+        }
     }
 }
 
@@ -1360,6 +1387,10 @@ impl<'a> ArgType<'a> for String {
         if let (Some(state), Some(value)) = (state, value) {
             ok!(state.undefined_behavior().assert_value_not_undefined(value));
         }
+        // carte: see `value_to_string_within_fuel`.
+        if let Some(value) = value.filter(|value| !value.is_kwargs()) {
+            return Ok((ok!(value_to_string_within_fuel(state, value)), 1));
+        }
         Ok((ok!(Self::from_value(value)), 1))
     }
 
@@ -1379,7 +1410,8 @@ impl<'a> ArgType<'a> for String {
                 .undefined_behavior()
                 .assert_value_not_undefined(&value));
         }
-        Self::from_value_owned(value)
+        // carte: see `value_to_string_within_fuel`.
+        value_to_string_cow_within_fuel(state, &value).map(Cow::into_owned)
     }
 
     fn from_value_owned(value: Value) -> Result<Self, Error> {

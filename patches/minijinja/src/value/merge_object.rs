@@ -13,9 +13,37 @@ pub struct MergeDict {
 
 impl MergeDict {
     pub fn new(values: Vec<Value>) -> Self {
-        Self {
-            values: values.into_boxed_slice(),
+        // carte: merges of merges are flattened (a later map still wins):
+        // nested, `m|chain({})` in a loop overflowed the stack, and
+        // `m|chain(m)` doubled made every lookup walk 2^n maps.
+        let mut flat = Vec::with_capacity(values.len());
+        for value in values {
+            match value.downcast_object_ref::<Self>() {
+                Some(merged) => flat.extend(merged.values.iter().cloned()),
+                None => flat.push(value),
+            }
         }
+        Self {
+            values: flat.into_boxed_slice(),
+        }
+    }
+
+    /// carte: the maps merging `values` holds once flattened, plus their
+    /// keys where known: what building it and visiting it walks, checked
+    /// against the fuel before it is built (like `MergeSeq::weight_for_values`).
+    pub(crate) fn weight_for_values<'v>(values: impl IntoIterator<Item = &'v Value>) -> usize {
+        values
+            .into_iter()
+            .map(|value| match value.downcast_object_ref::<Self>() {
+                Some(merged) => Self::weight_for_values(merged.values.iter()),
+                None => value.len().unwrap_or(0).saturating_add(1),
+            })
+            .fold(0, usize::saturating_add)
+    }
+
+    /// carte: the maps this merge holds (what a lookup may walk).
+    pub(crate) fn slots(&self) -> usize {
+        self.values.len()
     }
 }
 
@@ -54,6 +82,9 @@ pub struct MergeSeq {
     total_len: Option<usize>,
     repr: ObjectRepr,
     depth: usize,
+    // carte: the items this merge would have if it were materialized,
+    // counting an unsized part as one (see `weight_for_values`).
+    weight: usize,
 }
 
 impl fmt::Debug for MergeSeq {
@@ -63,7 +94,7 @@ impl fmt::Debug for MergeSeq {
 }
 
 impl MergeSeq {
-    pub(crate) const MAX_DEPTH: usize = 32;
+    pub(crate) const MAX_DEPTH: usize = crate::value::MAX_LAZY_DEPTH;
 
     #[cfg(feature = "builtins")]
     pub fn new(values: Vec<Value>) -> Self {
@@ -85,22 +116,64 @@ impl MergeSeq {
             depth = Self::depth_for_values(&values);
         }
 
+        // carte: an empty part adds nothing but a step to every visit; without
+        // it, `[] + []` doubled n times is 2^n empty parts to walk.
+        let mut lens = Vec::with_capacity(values.len());
+        values.retain(|value| {
+            let len = value.len();
+            if len != Some(0) {
+                lens.push(len);
+            }
+            len != Some(0)
+        });
+        let weight = values
+            .iter()
+            .zip(&lens)
+            .map(|(value, len)| match value.downcast_object_ref::<Self>() {
+                Some(seq) => seq.weight,
+                None => len.unwrap_or(1),
+            })
+            .fold(0, usize::saturating_add);
+
         Self {
-            total_len: values.iter().map(|v| v.len()).sum(),
+            total_len: lens.iter().try_fold(0usize, |sum, len| sum.checked_add((*len)?)),
+            weight,
             values: values.into_boxed_slice(),
             repr,
             depth,
         }
     }
 
-    pub(crate) fn depth_for_values(values: &[Value]) -> usize {
+    /// carte: how many items merging `values` stands for: the length of the
+    /// result, where every part of unknown length counts as one.  Merging is
+    /// lazy, but materializing (past [`Self::MAX_DEPTH`]) or flattening
+    /// allocates a slot per item or part, and every visit walks them, so the
+    /// engine checks this against the fuel before it merges (see
+    /// `ops::binop_alloc_estimate`).  Shared parts count each time they
+    /// appear: `l + l` doubled n times weighs 2^n.
+    pub(crate) fn weight_for_values<'v>(values: impl IntoIterator<Item = &'v Value>) -> usize {
         values
-            .iter()
-            .filter_map(|value| value.downcast_object_ref::<Self>())
-            .map(|seq| seq.depth)
-            .max()
-            .unwrap_or(0)
-            .saturating_add(1)
+            .into_iter()
+            .map(|value| match value.downcast_object_ref::<Self>() {
+                Some(seq) => seq.weight,
+                None => value.len().unwrap_or(1),
+            })
+            .fold(0, usize::saturating_add)
+    }
+
+    /// carte: the slots this merge holds itself (for its fuel cost).
+    pub(crate) fn slots(&self) -> usize {
+        self.values.len()
+    }
+
+    /// carte: how deep lazy values nest in this one (see `lazy_depth`).
+    pub(crate) fn depth(&self) -> usize {
+        self.depth
+    }
+
+    pub(crate) fn depth_for_values(values: &[Value]) -> usize {
+        // carte: other lazy values nest too (see `lazy_depth`).
+        crate::value::nested_depth(values)
     }
 
     fn push_flattened_value(value: &Value, values: &mut Vec<Value>) {
@@ -140,17 +213,59 @@ impl Object for MergeSeq {
 
     fn enumerate(self: &Arc<Self>) -> Enumerator {
         self.mapped_enumerator(|this| {
-            let iter = this.values.iter().flat_map(|v| match v.try_iter() {
-                Ok(iter) => Box::new(iter) as Box<dyn Iterator<Item = Value> + Send + Sync>,
-                Err(err) => Box::new(Some(Value::from(err)).into_iter())
-                    as Box<dyn Iterator<Item = Value> + Send + Sync>,
-            });
+            // carte: one walk over the whole tree of merges instead of an
+            // iterator per merge nested in the next: an item costs the same
+            // whatever the depth (it cost one call per level).
+            let iter = MergeSeqIter {
+                parts: vec![this.values.iter()],
+                current: None,
+            };
             if let Some(total_len) = this.total_len {
                 Box::new(LenIterWrap(total_len, iter))
             } else {
                 Box::new(iter)
             }
         })
+    }
+
+    fn enumerator_len(self: &Arc<Self>) -> Option<usize> {
+        self.total_len
+    }
+}
+
+/// carte: the items of a [`MergeSeq`] and of the merges it holds, walked
+/// with a stack of parts (at most [`MergeSeq::MAX_DEPTH`] deep plus one).
+struct MergeSeqIter<'a> {
+    parts: Vec<std::slice::Iter<'a, Value>>,
+    current: Option<Box<dyn Iterator<Item = Value> + Send + Sync + 'a>>,
+}
+
+impl Iterator for MergeSeqIter<'_> {
+    type Item = Value;
+
+    fn next(&mut self) -> Option<Value> {
+        loop {
+            if let Some(current) = self.current.as_mut() {
+                if let Some(item) = current.next() {
+                    return Some(item);
+                }
+                self.current = None;
+            }
+            match self.parts.last_mut()?.next() {
+                None => {
+                    self.parts.pop();
+                }
+                Some(part) => match part.downcast_object_ref::<MergeSeq>() {
+                    Some(merged) => self.parts.push(merged.values.iter()),
+                    None => {
+                        self.current = Some(match part.try_iter() {
+                            Ok(iter) => Box::new(iter),
+                            Err(err) => Box::new(Some(Value::from(err)).into_iter()),
+                        });
+                    }
+                },
+            }
+        }
     }
 }
 

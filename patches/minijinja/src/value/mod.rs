@@ -1219,6 +1219,27 @@ impl Value {
     {
         Value::from_object(Iterable {
             maker: Box::new((object, maker)),
+            depth: 1,
+        })
+    }
+
+    /// carte: like [`make_object_iterable`](Self::make_object_iterable), for
+    /// an iterable over lazy values, `depth` deep (see [`lazy_depth`]).
+    pub(crate) fn make_nested_iterable<T, F>(
+        depth: usize,
+        object: T,
+        maker: F,
+    ) -> Value
+    where
+        T: Send + Sync + 'static,
+        F: for<'a> Fn(&'a T) -> Box<dyn Iterator<Item = Value> + Send + Sync + 'a>
+            + Send
+            + Sync
+            + 'static,
+    {
+        Value::from_object(Iterable {
+            maker: Box::new((object, maker)),
+            depth,
         })
     }
 
@@ -1685,13 +1706,17 @@ impl Value {
                 Enumerator::NonEnumerable => None,
                 Enumerator::Empty => Some(Value::make_iterable(|| None::<Value>.into_iter())),
                 Enumerator::Seq(l) => {
+                    // carte: reversing a deeply nested lazy sequence makes a
+                    // list (see `ops::shallow`).
+                    let depth = lazy_depth(self).saturating_add(1);
                     let self_clone = o.clone();
-                    Some(Value::make_iterable(move || {
+                    let reversed = Value::make_nested_iterable(depth, (), move |_| {
                         let self_clone = self_clone.clone();
-                        (0..l).rev().map(move |idx| {
+                        Box::new((0..l).rev().map(move |idx| {
                             self_clone.get_value(&Value::from(idx)).unwrap_or_default()
-                        })
-                    }))
+                        }))
+                    });
+                    return crate::value::ops::shallow(state, reversed);
                 }
                 Enumerator::Iter(iter) => {
                     let mut v = crate::utils::collect_untrusted(State::opt_fuel_iter(state, iter));
@@ -2321,7 +2346,37 @@ where
 /// Type-erased iterable created by [`Value::make_object_iterable`].
 struct Iterable {
     maker: Box<dyn IterableMaker>,
+    // carte: how many lazy values are nested in this one (see `lazy_depth`).
+    depth: usize,
 }
+
+/// carte: how many lazy sequences (slices, repetitions, zips, reversals,
+/// concatenations) are nested in `value`, itself included.  Visiting,
+/// measuring and dropping a lazy sequence recurse through all of them, so
+/// past [`MAX_LAZY_DEPTH`] the engine builds the next one eagerly instead
+/// (deep nesting overflowed the stack: `{% set l = l[1:] %}` in a loop).
+pub(crate) fn lazy_depth(value: &Value) -> usize {
+    if let Some(iterable) = value.downcast_object_ref::<Iterable>() {
+        iterable.depth
+    } else if let Some(merged) = value.downcast_object_ref::<merge_object::MergeSeq>() {
+        merged.depth()
+    } else {
+        0
+    }
+}
+
+/// carte: the depth of a lazy value over `sources`.
+pub(crate) fn nested_depth<'v>(sources: impl IntoIterator<Item = &'v Value>) -> usize {
+    sources
+        .into_iter()
+        .map(lazy_depth)
+        .max()
+        .unwrap_or(0)
+        .saturating_add(1)
+}
+
+/// carte: the deepest a lazy value may nest (see [`lazy_depth`]).
+pub(crate) const MAX_LAZY_DEPTH: usize = 32;
 
 impl fmt::Debug for Iterable {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -1,3 +1,5 @@
+use std::fmt;
+
 use crate::error::{Error, ErrorKind};
 use crate::output::Output;
 use crate::utils::{collect_untrusted, untrusted_size_hint, AutoEscape};
@@ -314,6 +316,10 @@ pub fn slice(
 
     let kind = value.kind();
     let is_tuple = value.is_tuple();
+    // carte: a slice of a deeply nested lazy value is built eagerly (see
+    // `lazy_depth`).
+    let depth = crate::value::lazy_depth(&value).saturating_add(1);
+    let deep = depth > crate::value::MAX_LAZY_DEPTH;
     let error = Err(Error::new(
         ErrorKind::InvalidOperation,
         format!("value of type {kind} cannot be sliced"),
@@ -406,19 +412,40 @@ pub fn slice(
                 return Ok(Value::from(Tuple::from(values)));
             }
 
-            if step > 0 {
+            if step > 0 && deep {
                 let len = obj.enumerator_len().unwrap_or_default();
                 let (start, len) = get_offset_and_len(start, stop, || len);
-                Ok(Value::make_object_iterable(obj, move |obj| {
+                let items = match obj.try_iter() {
+                    Some(iter) => collect_untrusted(
+                        state
+                            .fuel_iter(iter)
+                            .skip(start)
+                            .take(len)
+                            .step_by(step as usize),
+                    ),
+                    None => Vec::new(),
+                };
+                if let Some(err) = items.last().and_then(|x| x.check().err()) {
+                    return Err(err);
+                }
+                Ok(Value::make_object_iterable(items, |items| {
+                    Box::new(items.iter().cloned())
+                }))
+            } else if step > 0 {
+                let len = obj.enumerator_len().unwrap_or_default();
+                let (start, len) = get_offset_and_len(start, stop, || len);
+                Ok(Value::make_nested_iterable(depth, obj, move |obj| {
                     if let Some(iter) = obj.try_iter() {
                         Box::new(iter.skip(start).take(len).step_by(step as usize))
                     } else {
                         Box::new(None.into_iter())
                     }
                 }))
-            } else if let (ObjectRepr::Seq, Some(len)) = (obj.repr(), obj.enumerator_len()) {
+            } else if let (ObjectRepr::Seq, Some(len), false) =
+                (obj.repr(), obj.enumerator_len(), deep)
+            {
                 // sequences can be indexed, so they can be sliced lazily
-                Ok(Value::make_object_iterable(obj, move |obj| {
+                Ok(Value::make_nested_iterable(depth, obj, move |obj| {
                     Box::new(
                         range_step_backwards(start, stop, -step as usize, len)
                             .map(move |idx| obj.get_value(&Value::from(idx)).unwrap_or_default()),
@@ -694,7 +721,10 @@ fn repeat_iterable(n: &Value, seq: &DynObject) -> Result<Value, Error> {
     // here and we could actually deal with an object that changes how much
     // data it returns.  This is not really permissible so we won't try to
     // improve on this here.
-    Ok(Value::make_object_iterable(seq.clone(), move |seq| {
+    // carte: repeating a deeply nested lazy value makes a list (see `shallow`);
+    // its size was checked against the fuel before (`binop_alloc_estimate`).
+    let depth = crate::value::lazy_depth(&Value::from_dyn_object(seq.clone())).saturating_add(1);
+    let repeated = Value::make_nested_iterable(depth, seq.clone(), move |seq| {
         Box::new(LenIterWrap(
             repeated_len,
             (0..n).flat_map(move |_| {
@@ -709,7 +739,8 @@ fn repeat_iterable(n: &Value, seq: &DynObject) -> Result<Value, Error> {
                 })
             }),
         ))
-    }))
+    });
+    shallow(None, repeated)
 }
 
 pub fn div(lhs: &Value, rhs: &Value) -> Result<Value, Error> {
@@ -811,6 +842,104 @@ pub fn string_concat(left: Value, right: &Value) -> Value {
     Value::from(format!("{left}{right}"))
 }
 
+/// carte: like [`string_concat`], but a side that is not a string (a list,
+/// a map) is formatted into at most what the fuel left can pay for: past
+/// it, the fuel runs out (`'' ~ biglist` built the whole text first).
+pub(crate) fn string_concat_within_fuel(
+    state: &State,
+    left: Value,
+    right: &Value,
+) -> Result<Value, Error> {
+    if plain_str(&left).is_some() && plain_str(right).is_some() {
+        return Ok(string_concat(left, right));
+    }
+    let mut rv = FuelCappedString::new(Some(state));
+    let written = fmt::Write::write_fmt(&mut rv, format_args!("{left}{right}"));
+    Ok(Value::from(ok!(rv.finish(Some(state), written))))
+}
+
+/// carte: `value` as it is, or, when it is a lazy value nested deeper than
+/// [`MAX_LAZY_DEPTH`](crate::value::MAX_LAZY_DEPTH), its items collected
+/// into a list (charged to the fuel of `state`, when given).
+pub(crate) fn shallow(state: Option<&State>, value: Value) -> Result<Value, Error> {
+    if crate::value::lazy_depth(&value) <= crate::value::MAX_LAZY_DEPTH {
+        return Ok(value);
+    }
+    let items = collect_untrusted(State::opt_fuel_iter(state, ok!(value.try_iter())));
+    if let Some(err) = items.last().and_then(|x| x.check().err()) {
+        return Err(err);
+    }
+    Ok(Value::from(items))
+}
+
+/// carte: a string that refuses to grow past what the fuel left can pay
+/// for (a byte each), for text built from values of unknown size.
+pub(crate) struct FuelCappedString {
+    buf: String,
+    limit: usize,
+    over: bool,
+}
+
+impl FuelCappedString {
+    pub(crate) fn new(state: Option<&State>) -> FuelCappedString {
+        #[cfg(feature = "fuel")]
+        let limit = state
+            .and_then(|state| state.fuel_tracker())
+            .map_or(usize::MAX, |tracker| {
+                usize::try_from(tracker.remaining_units() / crate::vm::fuel::BYTE_COST)
+                    .unwrap_or(usize::MAX)
+            });
+        #[cfg(not(feature = "fuel"))]
+        let limit = {
+            let _ = state;
+            usize::MAX
+        };
+        FuelCappedString {
+            buf: String::new(),
+            limit,
+            over: false,
+        }
+    }
+
+    /// The string, or the out of fuel error if it grew too large.
+    pub(crate) fn finish(self, state: Option<&State>, written: fmt::Result) -> Result<String, Error> {
+        match written {
+            Ok(()) => Ok(self.buf),
+            Err(_) if self.over => Err(out_of_fuel(state)),
+            Err(err) => Err(Error::from(err)),
+        }
+    }
+
+    /// Whether a write was refused for want of fuel.
+    pub(crate) fn is_over(&self) -> bool {
+        self.over
+    }
+}
+
+impl fmt::Write for FuelCappedString {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        if self.buf.len().saturating_add(s.len()) > self.limit {
+            self.over = true;
+            return Err(fmt::Error);
+        }
+        self.buf.push_str(s);
+        Ok(())
+    }
+}
+
+/// carte: the out of fuel error, leaving the fuel exhausted (as a failed
+/// check does).
+pub(crate) fn out_of_fuel(state: Option<&State>) -> Error {
+    #[cfg(feature = "fuel")]
+    if let Some(state) = state {
+        if let Err(err) = state.ensure_fuel(u64::MAX) {
+            return err;
+        }
+    }
+    let _ = state;
+    Error::from(ErrorKind::OutOfFuel)
+}
+
 /// Wraps the result of a concatenation, keeping it safe if both sides are.
 fn concat_result(rv: String, left: &Value, right: &Value) -> Value {
     if left.is_safe() && right.is_safe() {
@@ -838,17 +967,21 @@ pub(crate) fn markup_concat(
     left: &Value,
     right: &Value,
 ) -> Result<Value, Error> {
-    let mut rv = String::new();
+    // carte: within what the fuel left can pay for (see `FuelCappedString`).
+    let mut rv = FuelCappedString::new(Some(state));
     let mut out = Output::new(&mut rv);
     for value in [left, right] {
-        match value.0 {
-            ValueRepr::String(ref s, StringType::Safe) => {
-                ok!(out.write_str(s).map_err(Error::from))
-            }
-            _ => ok!(state.env().format(value, state, &mut out)),
+        let written = match value.0 {
+            ValueRepr::String(ref s, StringType::Safe) => out.write_str(s).map_err(Error::from),
+            _ => state.env().format(value, state, &mut out),
+        };
+        if let Err(err) = written {
+            drop(out);
+            return Err(if rv.is_over() { out_of_fuel(Some(state)) } else { err });
         }
     }
-    Ok(Value::from_safe_string(rv))
+    drop(out);
+    Ok(Value::from_safe_string(ok!(rv.finish(Some(state), Ok(())))))
 }
 
 fn plain_str(v: &Value) -> Option<&str> {
@@ -889,8 +1022,14 @@ pub(crate) fn binop_alloc_estimate(op: &str, lhs: &Value, rhs: &Value) -> u64 {
                 (repeated.len().unwrap_or(0) as u64)
                     .saturating_mul(n)
                     .saturating_mul(SLOT_COST)
+            } else if matches!(repeated.kind(), ValueKind::Seq | ValueKind::Iterable) {
+                // carte: repeating lists is lazy, but every visit walks the
+                // repeated items: a list may be at most as long as the fuel
+                // left could pay for if it were materialized.
+                (repeated.len().unwrap_or(0) as u64)
+                    .saturating_mul(n)
+                    .saturating_mul(SLOT_COST)
             } else {
-                // repeating lists is lazy
                 0
             }
         }
@@ -901,6 +1040,16 @@ pub(crate) fn binop_alloc_estimate(op: &str, lhs: &Value, rhs: &Value) -> u64 {
             _ if lhs.is_tuple() && rhs.is_tuple() => (lhs.len().unwrap_or(0) as u64)
                 .saturating_add(rhs.len().unwrap_or(0) as u64)
                 .saturating_mul(SLOT_COST),
+            // carte: concatenating lists is lazy, but past `MergeSeq::MAX_DEPTH`
+            // `add` materializes (or flattens) the result in one step, and
+            // every visit walks its items: a list may be at most as long as
+            // the fuel left could pay for if it were materialized.
+            _ if op == "add"
+                && matches!(lhs.kind(), ValueKind::Seq | ValueKind::Iterable)
+                && matches!(rhs.kind(), ValueKind::Seq | ValueKind::Iterable) =>
+            {
+                (MergeSeq::weight_for_values([lhs, rhs]) as u64).saturating_mul(SLOT_COST)
+            }
             _ => 0,
         },
         _ => 0,
@@ -952,6 +1101,23 @@ pub(crate) fn charge_fuel_for_compare(
     Ok(())
 }
 
+/// carte: charges fuel for looking up a key in a merge of maps (`chain`),
+/// which asks each map in turn.
+#[inline(always)]
+pub(crate) fn charge_fuel_for_lookup(_state: &State, _container: &Value) -> Result<(), Error> {
+    #[cfg(feature = "fuel")]
+    {
+        if _state.fuel_tracker().is_some() {
+            if let Some(merged) =
+                _container.downcast_object_ref::<crate::value::merge_object::MergeDict>()
+            {
+                return _state.charge_items(merged.slots());
+            }
+        }
+    }
+    Ok(())
+}
+
 /// Charges fuel for looking up an item by index in an iterable.
 ///
 /// Iterables cannot be indexed, so the lookup needs to iterate up to the
@@ -997,7 +1163,10 @@ pub fn contains(state: Option<&State>, container: &Value, value: &Value) -> Resu
         if let Some(s2) = value.as_str() {
             s.contains(s2)
         } else {
-            s.contains(&value.to_string())
+            // carte: a list is formatted within the fuel left, not whole.
+            let mut text = FuelCappedString::new(state);
+            let written = fmt::Write::write_fmt(&mut text, format_args!("{value}"));
+            s.contains(ok!(text.finish(state, written)).as_str())
         }
     } else if let ValueRepr::Object(ref obj) = container.0 {
         match obj.repr() {

@@ -210,6 +210,16 @@ pub(crate) fn value_cost(value: &Value) -> u64 {
                 cost_of(map.len(), 2 * SLOT_COST)
             } else if let Some(tuple) = obj.downcast_ref::<crate::value::Tuple>() {
                 cost_of(tuple.len(), SLOT_COST)
+            } else if let Some(merged) =
+                obj.downcast_ref::<crate::value::merge_object::MergeSeq>()
+            {
+                // carte: the parts a lazy concatenation holds (two, or all of
+                // them once flattened).
+                cost_of(merged.slots(), SLOT_COST)
+            } else if let Some(merged) =
+                obj.downcast_ref::<crate::value::merge_object::MergeDict>()
+            {
+                cost_of(merged.slots(), SLOT_COST)
             } else {
                 0
             }

@@ -414,6 +414,11 @@ impl<'env> Executor<'env> {
             macro_rules! bail {
                 ($err:expr) => {{
                     err = $err;
+                    // carte: a write refused for want of fuel is out of fuel.
+                    #[cfg(feature = "fuel")]
+                    if out.take_over_allowance() {
+                        err = crate::value::ops::out_of_fuel(Some(state));
+                    }
                     process_err(&mut err, pc, state);
                     return Err(err);
                 }};
@@ -448,6 +453,11 @@ impl<'env> Executor<'env> {
                 if bytes > 0 {
                     ctx_ok!(tracker.consume(fuel::cost_of(bytes, fuel::BYTE_COST)));
                 }
+                // carte: what this instruction may write before it is charged.
+                out.set_allowance(
+                    usize::try_from(tracker.remaining_units() / fuel::BYTE_COST)
+                        .unwrap_or(usize::MAX),
+                );
             }
 
             // charges for the size of a value that was just created.
@@ -526,6 +536,7 @@ impl<'env> Executor<'env> {
                 }
                 Instruction::GetAttr(name) => {
                     a = stack.pop();
+                    ctx_ok!(ops::charge_fuel_for_lookup(state, &a));
                     // This is a common enough operation that it's interesting to consider a fast
                     // path here.  This is slightly faster than the regular attr lookup because we
                     // do not need to pass down the error object for the more common success case.
@@ -555,6 +566,7 @@ impl<'env> Executor<'env> {
                     a = stack.pop();
                     b = stack.pop();
                     ctx_ok!(ops::charge_fuel_for_get_item(state, &b, &a));
+                    ctx_ok!(ops::charge_fuel_for_lookup(state, &b));
                     stack.push(match b.get_item_opt(&a) {
                         Some(value) => assert_valid!(value),
                         None => {
@@ -689,7 +701,8 @@ impl<'env> Executor<'env> {
                     let rv = charge_value!(if ops::needs_markup_concat(state, &b, &a) {
                         ctx_ok!(ops::markup_concat(state, &b, &a))
                     } else {
-                        ops::string_concat(b, &a)
+                        // carte: a list or map is formatted within the fuel left.
+                        ctx_ok!(ops::string_concat_within_fuel(state, b, &a))
                     });
                     if formats_object {
                         ctx_ok!(state.charge_serialized(rv.as_str().map_or(0, |x| x.len())));
