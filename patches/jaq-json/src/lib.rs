@@ -11,6 +11,7 @@ extern crate alloc;
 #[cfg(feature = "std")]
 extern crate std;
 
+pub mod budget;
 mod funs;
 mod num;
 #[macro_use]
@@ -408,17 +409,25 @@ fn abs_index(i: num::PosUsize, len: usize) -> Option<usize> {
 impl Val {
     /// Construct an object value.
     pub fn obj(m: Map) -> Self {
+        // carte: charged to the run's budget (see `budget`).
+        budget::charge(m.len().saturating_mul(3 * budget::SLOT_BYTES));
         Self::Obj(m.into())
     }
 
     /// Construct a string that is interpreted as UTF-8.
     pub fn utf8_str(s: impl Into<Bytes>) -> Self {
-        Self::TStr(s.into().into())
+        // carte: charged to the run's budget (see `budget`).
+        let s = s.into();
+        budget::charge(s.len());
+        Self::TStr(s.into())
     }
 
     /// Construct a string that is interpreted as bytes.
     pub fn byte_str(s: impl Into<Bytes>) -> Self {
-        Self::BStr(s.into().into())
+        // carte: charged to the run's budget (see `budget`).
+        let s = s.into();
+        budget::charge(s.len());
+        Self::BStr(s.into())
     }
 
     fn as_num(&self) -> Option<&Num> {
@@ -549,7 +558,10 @@ impl From<val::Range<Val>> for Val {
 
 impl FromIterator<Self> for Val {
     fn from_iter<T: IntoIterator<Item = Self>>(iter: T) -> Self {
-        Self::Arr(Rc::new(iter.into_iter().collect()))
+        // carte: charged to the run's budget (see `budget`).
+        let items: Vec<Self> = iter.into_iter().collect();
+        budget::charge(items.len().saturating_mul(budget::SLOT_BYTES));
+        Self::Arr(Rc::new(items))
     }
 }
 
@@ -562,24 +574,32 @@ fn bigint_to_int_saturated(i: &BigInt) -> isize {
 impl core::ops::Add for Val {
     type Output = ValR;
     fn add(self, rhs: Self) -> Self::Output {
-        let concat_bytes = |l, r| {
+        // carte: what a concatenation builds is charged to the run's budget
+        // before it is built (`. + .` doubles in a step: see `budget`).
+        let concat_bytes = |l: Bytes, r: Box<Bytes>| {
+            budget::take(l.len().saturating_add(r.len()))?;
             let mut buf = BytesMut::from(l);
-            buf.put(r);
-            buf
+            buf.put(*r);
+            Ok::<_, Error>(Box::new(buf.freeze()))
         };
         use Val::*;
         match (self, rhs) {
             // `null` is a neutral element for addition
             (Null, x) | (x, Null) => Ok(x),
-            (Num(x), Num(y)) => Ok(Num(x + y)),
-            (BStr(l), BStr(r)) => Ok(Val::byte_str(concat_bytes(*l, r))),
-            (TStr(l), TStr(r)) => Ok(Val::utf8_str(concat_bytes(*l, r))),
+            (Num(x), Num(y)) => {
+                budget::take(x.product_bytes(&y))?;
+                Ok(Num(x + y))
+            }
+            (BStr(l), BStr(r)) => Ok(BStr(concat_bytes(*l, r)?)),
+            (TStr(l), TStr(r)) => Ok(TStr(concat_bytes(*l, r)?)),
             (Arr(mut l), Arr(r)) => {
                 //std::dbg!(Rc::strong_count(&l));
+                budget::take((l.len().saturating_add(r.len())).saturating_mul(budget::SLOT_BYTES))?;
                 Rc::make_mut(&mut l).extend(r.iter().cloned());
                 Ok(Arr(l))
             }
             (Obj(mut l), Obj(r)) => {
+                budget::take((l.len().saturating_add(r.len())).saturating_mul(3 * budget::SLOT_BYTES))?;
                 Rc::make_mut(&mut l).extend(r.iter().map(|(k, v)| (k.clone(), v.clone())));
                 Ok(Obj(l))
             }
@@ -621,16 +641,24 @@ impl core::ops::Mul for Val {
         use crate::Num::{BigInt, Int};
         use Val::*;
         match (self, rhs) {
-            (Num(x), Num(y)) => Ok(Num(x * y)),
+            // carte: a product of big numbers is as long as both together,
+            // charged before it is built (see `budget`).
+            (Num(x), Num(y)) => {
+                budget::take(x.product_bytes(&y))?;
+                Ok(Num(x * y))
+            }
             (s @ (BStr(_) | TStr(_)), Num(BigInt(i)))
             | (Num(BigInt(i)), s @ (BStr(_) | TStr(_))) => {
                 s * Num(Int(bigint_to_int_saturated(&i)))
             }
+            // carte: a repetition is charged before it is built (see `budget`).
             (BStr(s), Num(Int(i))) | (Num(Int(i)), BStr(s)) if i > 0 => {
-                Ok(Self::byte_str(s.repeat(i as usize)))
+                budget::take(s.len().saturating_mul(i as usize))?;
+                Ok(BStr(Box::new(Bytes::from(s.repeat(i as usize)))))
             }
             (TStr(s), Num(Int(i))) | (Num(Int(i)), TStr(s)) if i > 0 => {
-                Ok(Self::utf8_str(s.repeat(i as usize)))
+                budget::take(s.len().saturating_mul(i as usize))?;
+                Ok(TStr(Box::new(Bytes::from(s.repeat(i as usize)))))
             }
             // string multiplication with negatives or 0 results in null
             // <https://jqlang.github.io/jq/manual/#Builtinoperatorsandfunctions>

@@ -163,6 +163,24 @@ fn biguint_from_str_radix(s: &str, radix: u32) -> Option<BigUint> {
     BigUint::from_radix_be(&digits.collect::<Option<Vec<_>>>()?, radix)
 }
 
+impl Num {
+    /// carte: about how many bytes a sum or product of `self` and `other`
+    /// takes when either is a big number (0 otherwise): both together.
+    pub(crate) fn product_bytes(&self, other: &Self) -> usize {
+        let bytes = |n: &Self| match n {
+            Self::BigInt(b) => usize::try_from(b.bits() / 8).unwrap_or(usize::MAX).saturating_add(8),
+            Self::Dec(d) => d.len(),
+            _ => 8,
+        };
+        match (self, other) {
+            (Self::BigInt(_) | Self::Dec(_), _) | (_, Self::BigInt(_) | Self::Dec(_)) => {
+                bytes(self).saturating_add(bytes(other))
+            }
+            _ => 0,
+        }
+    }
+}
+
 impl core::ops::Add for Num {
     type Output = Num;
     fn add(self, rhs: Self) -> Self::Output {
