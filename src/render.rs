@@ -13,17 +13,22 @@
 //! snapshot under a request.
 //!
 //! # What a render may cost
-//! - **Where it runs**: requests render through [`off_thread`], on tokio's
-//!   blocking pool, at most [`max_concurrent_renders`] (one per core, at
-//!   least 2) at once; the others wait without holding a thread. A slow
-//!   render never delays a `ping`, `/healthz` or another client.
+//! - **Where it runs**: first [`inline`], where the request is answered,
+//!   with [`INLINE_FUEL`]; a render that runs out of that slice is started
+//!   again (renders have no side effects) with the full fuel on the render
+//!   pool ([`pooled`], see `pool`: at most [`max_concurrent_renders`] at
+//!   once, in fair turns between callers). So the common render makes no
+//!   thread hand-off, and a slow one never delays a `ping`, `/healthz` or
+//!   another client.
 //! - **Time and data: fuel.** Each render has [`FUEL`] (2,000,000). minijinja
-//!   3.1 charges one fuel per instruction, and 1/64 fuel per byte of every
+//!   charges one fuel per instruction, and 1/64 fuel per byte of every
 //!   string and per list slot (32 bytes) that operators, literals, filters,
-//!   functions and the output create, and checks sizes known in advance
-//!   (`'x' * n`, `a ~ b`) before allocating. So a render creates at most
-//!   about 128 MiB of data in total (nothing is refunded when freed):
-//!   doubling a string in a loop stops at the fuel.
+//!   functions and the output create. carte's patch of minijinja
+//!   (`patches/README.md`) makes every size a template chooses paid for
+//!   before it is built — list `+`/`*` (kept shallow: lazy views nest at
+//!   most 32 deep), string `+`, `~`, `*`, escaping, output — so a render
+//!   creates at most about 128 MiB of data in total (nothing is refunded
+//!   when freed): doubling a list or a string in a loop stops at the fuel.
 //! - **Filters that build before they are charged**: minijinja's `join`
 //!   without a joiner, `tojson`, `string` and `pprint` build their whole
 //!   result and only then charge for it (`(['x'*10**6]*3000)|join` built
@@ -31,23 +36,13 @@
 //!   that stops while building, and measures the other three before calling
 //!   minijinja's, each within [`MAX_STRING_BYTES`] and what the fuel left
 //!   can pay for: "the template used too much memory: `join` would build
-//!   more than 8 MiB".
+//!   more than 8 MiB". Short of [`MAX_STRING_BYTES`], that refusal is out of
+//!   fuel, so an inline attempt is made again with the full fuel.
+//! - **jq**: steps charged to the fuel, values to a byte budget (see `jq`).
 //! - **Output**: at most [`MAX_OUTPUT_BYTES`] per render (a capped writer).
 //!
-//! # Not bounded (minijinja 3.1.0 gaps; fixing them needs a minijinja patch)
-//! - `seq + seq` is a lazy `MergeSeq`, free of fuel. Past 32 nested
-//!   concatenations, `value/ops.rs` `add` materializes the whole sequence in
-//!   one step (`materialize_seq_concat`) without charging fuel: doubling a
-//!   list 33 times (`{% set ns.l = ns.l + ns.l %}`) copies 2^32 items and
-//!   runs out of memory; nothing carte controls runs during that step.
-//!   Short of that, visiting the items of a deep lazy sequence costs its
-//!   depth per item while fuel charges one item, so 32 doublings then `|sum`
-//!   or `{{ ns.l }}` stop at the fuel only after tens of seconds or more (memory stays
-//!   small).
-//! - `a ~ b` with a sequence operand formats it (`format!`) without a size
-//!   check: `'' ~ ns.l` builds the text of a lazy sequence whole.
-//! - A counting global allocator cannot help: it may not unwind, and a null
-//!   return aborts the process, so it could only observe.
+//! A counting global allocator cannot bound a render: it may not unwind,
+//! and a null return aborts the process, so it could only observe.
 
 mod bounded;
 mod data;
@@ -568,10 +563,15 @@ fn jq_filter(state: &State<'_, '_>, value: &Value, filter: &str) -> Result<Value
     }
     let steps =
         state.fuel_levels().map_or(jq::STEPS, |(_, left)| left.saturating_mul(JQ_STEPS_PER_FUEL).min(jq::STEPS));
-    let ran = jq::run(filter, value, steps, byte_budget(state));
+    let byte_limit = byte_budget(state);
+    let ran = jq::run(filter, value, steps, byte_limit);
     let bytes = u64::try_from(ran.bytes).unwrap_or(u64::MAX);
     state.consume_fuel(ran.steps / JQ_STEPS_PER_FUEL + bytes / BYTES_PER_FUEL)?;
-    ran.result.map_err(|message| Error::new(ErrorKind::InvalidOperation, message))
+    // A run that spent budgets cut to the fuel left is out of fuel (so an
+    // inline attempt is made again with the full fuel).
+    let fuel_bound = steps < jq::STEPS || byte_limit < MAX_STRING_BYTES;
+    let kind = if ran.spent && fuel_bound { ErrorKind::OutOfFuel } else { ErrorKind::InvalidOperation };
+    ran.result.map_err(|message| Error::new(kind, message))
 }
 
 fn find_fail(err: &Error) -> Option<String> {

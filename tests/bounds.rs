@@ -164,3 +164,118 @@ fn ping_beside_slow_call(server: &mut Server, count: usize, keep: impl Fn(&Value
     }
     kept
 }
+
+/// Two tools a client can turn into runaways (a list doubled `n` times, a
+/// jq string repeated `n` times) and a trivial one.
+const RUNAWAY_CATALOG: &str = r#"
+server: { name: bounds, version: 1.0.0 }
+tools:
+  - name: double
+    description: Doubles a list n times.
+    inputSchema: { type: object, properties: { n: { type: integer } }, required: [n] }
+    run:
+      text: "{% set ns = namespace(l=[1]) %}{% for i in range(n) %}{% set ns.l = ns.l + ns.l %}{% endfor %}{{ ns.l | length }}"
+  - name: repeat
+    description: Repeats a string n times with jq.
+    inputSchema: { type: object, properties: { n: { type: integer } }, required: [n] }
+    run:
+      text: "{{ {'n': n} | jq('\"x\" * .n') | length }}"
+  - name: hello
+    description: Says hello.
+    run:
+      text: hello
+"#;
+
+/// The runaway calls of the issue: two doublings of 40 and a jq repetition of 10^10.
+fn runaway_calls() -> [(&'static str, Value); 3] {
+    [("double", json!({"n": 40})), ("double", json!({"n": 40})), ("repeat", json!({"n": 10_000_000_000_u64}))]
+}
+
+/// The most resident memory process `pid` has had, in bytes (`VmHWM`).
+fn peak_rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc/PID/status");
+    let kib = status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .expect("VmHWM in /proc/PID/status");
+    kib * 1024
+}
+
+const MEMORY_CEILING: u64 = 512 << 20;
+
+/// Each runaway ends with an error result that says why, and is not the
+/// answer to what was asked.
+fn assert_refused(response: &Value) {
+    let result = &response["result"];
+    assert_eq!(result["isError"], true, "{response}");
+    let text = common::text(result);
+    assert!(text.contains("too much") || text.contains("built more than"), "{text}");
+}
+
+#[test]
+fn runaway_calls_cannot_monopolize_a_stdio_server() {
+    let dir = TempDir::new("bounds-monopoly-stdio");
+    let path = dir.write("catalog.yaml", RUNAWAY_CATALOG);
+    let mut server = Server::initialized(&path, &[]);
+    for (n, (name, arguments)) in runaway_calls().into_iter().enumerate() {
+        server.send(&json!({"jsonrpc": "2.0", "id": format!("runaway{n}"), "method": "tools/call",
+            "params": {"name": name, "arguments": arguments}}));
+    }
+    server.send(&json!({"jsonrpc": "2.0", "id": "hello", "method": "tools/call",
+        "params": {"name": "hello", "arguments": {}}}));
+    let deadline = Instant::now() + TIMEOUT * 3;
+    let mut order = Vec::new();
+    while order.len() < 4 {
+        let message = server.next_message(deadline).expect("every call is answered");
+        let Some(id) = message["id"].as_str() else { continue };
+        if id == "hello" {
+            assert_eq!(common::text(&message["result"]), "hello", "{message}");
+        } else {
+            assert_refused(&message);
+        }
+        order.push(id.to_owned());
+    }
+    assert_eq!(order[0], "hello", "the trivial call waited for the runaways: {order:?}");
+    let peak = peak_rss(server.pid());
+    assert!(peak < MEMORY_CEILING, "carte's resident memory peaked at {} MiB", peak >> 20);
+    server.result("ping", json!({}));
+}
+
+#[test]
+fn runaway_calls_cannot_monopolize_an_http_server() {
+    let dir = TempDir::new("bounds-monopoly-http");
+    let path = dir.write("catalog.yaml", RUNAWAY_CATALOG);
+    let server = std::sync::Arc::new(HttpServer::start(&path, &[], &[]));
+    let (answers, order) = channel::<(String, Value)>();
+    let mut calls = Vec::new();
+    for (n, (name, arguments)) in runaway_calls().into_iter().enumerate() {
+        let (server, answers) = (std::sync::Arc::clone(&server), answers.clone());
+        // Each runaway from a session of its own, as separate clients would.
+        calls.push(std::thread::spawn(move || {
+            let session = server.session();
+            let response = server.request(&session, 10, "tools/call", json!({"name": name, "arguments": arguments}));
+            let _ = answers.send((format!("runaway{n}"), response));
+        }));
+    }
+    // The trivial call once the runaways are in (they render for a while
+    // in a debug build; their answers have not come yet).
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let session = server.session();
+    let hello = server.request(&session, 20, "tools/call", json!({"name": "hello", "arguments": {}}));
+    answers.send(("hello".to_owned(), hello)).unwrap();
+    for call in calls {
+        call.join().unwrap();
+    }
+    let seen: Vec<(String, Value)> = order.try_iter().collect();
+    assert_eq!(seen.len(), 4, "{seen:?}");
+    for (id, response) in &seen {
+        if id == "hello" {
+            assert_eq!(common::text(&response["result"]), "hello", "{response}");
+        } else {
+            assert_refused(response);
+        }
+    }
+    let peak = peak_rss(server.child.id());
+    assert!(peak < MEMORY_CEILING, "carte's resident memory peaked at {} MiB", peak >> 20);
+}

@@ -23,9 +23,13 @@ pub(super) fn byte_budget(state: &State<'_, '_>) -> usize {
     usize::try_from(left).unwrap_or(usize::MAX).min(MAX_STRING_BYTES)
 }
 
+/// The refusal of `filter` past `limit`: out of fuel when the limit was
+/// what the fuel left could pay for (so an inline attempt is made again
+/// with the full fuel), an invalid operation past [`MAX_STRING_BYTES`].
 pub(super) fn too_big(filter: &str, limit: usize) -> Error {
+    let kind = if limit < MAX_STRING_BYTES { ErrorKind::OutOfFuel } else { ErrorKind::InvalidOperation };
     Error::new(
-        ErrorKind::InvalidOperation,
+        kind,
         format!("the template used too much memory: `{filter}` would build more than {}", size_text(limit)),
     )
 }

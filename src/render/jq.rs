@@ -27,9 +27,14 @@
 //!   `input`/`inputs`, `debug` and `stderr` are not available; there are
 //!   no modules.
 //!
-//! Not bounded: one builtin step that builds a large value at once
-//! (`"x" * 1e10`, `.[1e9] = 1`, `pow(2; 1e9)|tostring`) allocates it whole
-//! before the next step is counted.
+//! - **Bytes**: the values a run builds are charged to a budget of
+//!   [`BUILT_PER_BYTE`] times its byte limit (carte's patch of jaq-json,
+//!   `jaq_json::budget`): a step that would build a value past it from a
+//!   size the filter chooses (`"x" * 1e10`, `. + .` doubled, products of big
+//!   numbers) is refused before it allocates; other values are charged as
+//!   they are built and the run is stopped at its next step once the budget
+//!   is spent. (`.[1e9] = 1` is an error in jaq: arrays do not grow by
+//!   index, and `pow` gives a float.)
 
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -66,6 +71,9 @@ pub const MAX_STACK_USE: usize = 192 << 20;
 /// The most compiled filters kept (the cache starts over when full).
 pub const MAX_CACHED: usize = 1024;
 
+/// Bytes of values a run may build, per byte it may take and give.
+pub const BUILT_PER_BYTE: usize = 4;
+
 /// Bytes a list item or map entry counts for in the byte budget (as
 /// minijinja's fuel counts a list slot).
 const SLOT_BYTES: usize = 32;
@@ -82,10 +90,13 @@ type Filter = jaq_core::Filter<Metered>;
 type Lut = jaq_core::Lut<Metered>;
 
 /// Why a run was stopped (the payload of the unwind).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Stop {
     Steps,
     Deep,
+    /// The byte budget is spent; the refusal, said on the run's thread
+    /// (the budget is that thread's).
+    Bytes(String),
 }
 
 /// What one run may still do.
@@ -109,6 +120,9 @@ impl Budget {
         }
         self.steps.set(left - 1);
         self.used.set(self.used.get() + 1);
+        if jaq_json::budget::spent() {
+            std::panic::resume_unwind(Box::new(Stop::Bytes(jaq_json::budget::refusal())));
+        }
         if stack_address().abs_diff(self.stack_base) > MAX_STACK_USE {
             std::panic::resume_unwind(Box::new(Stop::Deep));
         }
@@ -155,6 +169,9 @@ pub struct Ran {
     pub steps: u64,
     /// Bytes of values given to and taken from jaq.
     pub bytes: usize,
+    /// Whether the run was stopped for want of steps or bytes (its
+    /// budgets, not an error of the filter).
+    pub spent: bool,
 }
 
 /// Builtins a catalog's filter may not use: what reads the server's
@@ -302,6 +319,7 @@ fn on_jq_thread<T: Send>(work: impl FnOnce() -> Result<T, String> + Send) -> Res
                     group(STEPS)
                 ),
                 Some(Stop::Deep) => "the jq filter recursed too deeply and was stopped".to_owned(),
+                Some(Stop::Bytes(refusal)) => refusal.clone(),
                 None => "jq stopped unexpectedly".to_owned(),
             }),
         }
@@ -351,13 +369,30 @@ pub fn run(text: &str, input: &Value, steps: u64, byte_limit: usize) -> Ran {
     let filter = match compiled(text) {
         Ok(filter) => filter,
         Err(invalid) => {
-            return Ran { result: Err(format!("the jq filter is not valid: {}", invalid.message)), steps: 0, bytes: 0 };
+            return Ran {
+                result: Err(format!("the jq filter is not valid: {}", invalid.message)),
+                steps: 0,
+                bytes: 0,
+                spent: false,
+            };
         }
     };
     let used = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let spent = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let spent_in = Arc::clone(&spent);
     let bytes = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let (used_in, bytes_in) = (Arc::clone(&used), Arc::clone(&bytes));
     let result = on_jq_thread(move || {
+        // The thread is this run's alone: its budget starts here, and it
+        // is read back when the run ends, stopped or not.
+        jaq_json::budget::set(Some(byte_limit.saturating_mul(BUILT_PER_BYTE)));
+        struct ReadBack(Arc<std::sync::atomic::AtomicBool>);
+        impl Drop for ReadBack {
+            fn drop(&mut self) {
+                self.0.store(jaq_json::budget::spent(), std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+        let _read_back = ReadBack(spent_in);
         let mut sizes = Sizes { bytes: 0, limit: byte_limit };
         let converted = to_jaq(input, 0, &mut sizes);
         bytes_in.store(sizes.bytes, std::sync::atomic::Ordering::Relaxed);
@@ -372,6 +407,10 @@ pub fn run(text: &str, input: &Value, steps: u64, byte_limit: usize) -> Ran {
                 Ok(value) if outputs.len() < MAX_OUTPUTS => outputs.push(value),
                 Ok(_) => {
                     failed = Some(format!("the jq filter gave more than {} outputs", group(MAX_OUTPUTS as u64)));
+                    break;
+                }
+                Err(_) if jaq_json::budget::spent() => {
+                    failed = Some(jaq_json::budget::refusal());
                     break;
                 }
                 Err(exn) => {
@@ -400,11 +439,14 @@ pub fn run(text: &str, input: &Value, steps: u64, byte_limit: usize) -> Ran {
         Ok(if values.len() == 1 { values.pop().unwrap_or_default() } else { Value::from(values) })
     });
     // A run stopped midway used its whole budget.
-    let steps_used = match &result {
-        Err(message) if message.contains("too much work") => steps,
-        _ => used.load(std::sync::atomic::Ordering::Relaxed),
-    };
-    Ran { result, steps: steps_used, bytes: bytes.load(std::sync::atomic::Ordering::Relaxed) }
+    let out_of_steps = matches!(&result, Err(message) if message.contains("too much work"));
+    let steps_used = if out_of_steps { steps } else { used.load(std::sync::atomic::Ordering::Relaxed) };
+    Ran {
+        result,
+        steps: steps_used,
+        bytes: bytes.load(std::sync::atomic::Ordering::Relaxed),
+        spent: out_of_steps || spent.load(std::sync::atomic::Ordering::Relaxed),
+    }
 }
 
 /// Bytes of values converted so far, and the most allowed.
@@ -417,6 +459,8 @@ impl Sizes {
     fn add(&mut self, bytes: usize) -> Result<(), String> {
         self.bytes = self.bytes.saturating_add(bytes);
         if self.bytes > self.limit {
+            // Past the limit, the run's budget is spent (see `Ran::spent`).
+            jaq_json::budget::spend();
             return Err(format!("the jq filter's input or output is larger than {} bytes", group(self.limit as u64)));
         }
         Ok(())
@@ -554,6 +598,34 @@ mod tests {
         assert_eq!(jq(".items[] | select(.id > 5)", input.clone()).unwrap(), Value::from(Vec::<Value>::new()));
         let object = jq("{n: (.items | length), big: 12345678901234567890, f: 1.5, s: \"é\"}", input).unwrap();
         assert_eq!(object.to_string(), "{'n': 2, 'big': 12345678901234567890, 'f': 1.5, 's': 'é'}");
+    }
+
+    #[test]
+    fn what_a_run_builds_is_bounded() {
+        let built = "the jq filter built more than 256 KiB of values and was stopped";
+        for text in [
+            // One step, from a size the filter chooses: refused before it allocates.
+            "\"x\" * 10000000000",
+            "\"x\" * 12345678901234567890",
+            "[limit(8; repeat(\"x\" * 1000000))] | add | . * 1000",
+            // Doubling, a step at a time.
+            "reduce range(40) as $i (\"x\"; . + .)",
+            "reduce range(40) as $i ([1]; . + .)",
+            "reduce range(40) as $i (12345678901234567890; . * .)",
+            // Many values, each small enough.
+            "[range(100) | \"x\" * 1000000] | length",
+            // A refusal that is caught still ends the run.
+            "[range(3) | try (\"x\" * 10000000000) catch \"caught\"] | length",
+        ] {
+            let ran = run(text, &Value::from(()), STEPS, 64 << 10);
+            assert_eq!(ran.result.unwrap_err(), built, "{text}");
+            assert!(ran.spent, "{text}");
+        }
+        // What fits is built.
+        assert_eq!(jq("\"ab\" * 3", Value::from(())).unwrap(), Value::from("ababab"));
+        assert_eq!(jq("[range(100) | \"x\" * 1000] | add | length", Value::from(())).unwrap(), Value::from(100_000));
+        let ran = run(".[0]", &Value::from(vec![1]), STEPS, 8 << 20);
+        assert!(!ran.spent);
     }
 
     #[test]
