@@ -113,6 +113,11 @@ pub fn environment() -> Environment<'static> {
         if matches!(state.auto_escape(), minijinja::AutoEscape::Custom(name) if name == URL_ESCAPE) {
             return write_url_escaped(out, value);
         }
+        // Without auto-escaping, a string prints as it is: straight out,
+        // without the formatting machinery.
+        if let Some(text) = value.as_str() {
+            return out.write_str(text).map_err(Error::from);
+        }
         minijinja::escape_formatter(out, state, value)
     });
     env.add_function("fail", fail);
@@ -291,6 +296,14 @@ where
         Some(done) => Ok(done),
         None => pooled(caller(), work).await,
     }
+}
+
+/// The names a template sees (arguments, `data`, `auth`, step results…) as
+/// one template value. The map itself is the value (minijinja looks a name up
+/// in it directly), not copied into a template map, which hashes every name
+/// once to build it and again at every lookup.
+pub fn scope(names: std::collections::BTreeMap<String, Value>) -> Value {
+    Value::from_object(names)
 }
 
 /// Converts any serializable value (JSON from the catalog or a client) into

@@ -192,7 +192,7 @@ fn body_context(mut context: BTreeMap<String, Value>, rows: Option<Rows>) -> (Va
         context.insert("truncated".to_owned(), Value::from(rows.truncated));
         json_rows = Some(list);
     }
-    (Value::from(context), json_rows)
+    (render::scope(context), json_rows)
 }
 
 /// Renders the body of what `uri` names with `context` (see

@@ -200,7 +200,7 @@ async fn finish(
     let Some(effect) = &tool.effect else {
         return render_outcome(catalog, tool, context, None, client).await;
     };
-    let call = Running { catalog: Arc::clone(catalog), variables: TemplateValue::from(context.clone()), client };
+    let call = Running { catalog: Arc::clone(catalog), variables: crate::render::scope(context.clone()), client };
     let started = std::time::Instant::now();
     let outcome = effect
         .run(&call, arguments, |output| {
@@ -291,7 +291,7 @@ async fn render_outcome(
     effect_result: Option<Value>,
     client: &dyn steps::Client,
 ) -> ToolOutcome {
-    let context = TemplateValue::from(context);
+    let context = crate::render::scope(context);
     if let Some(outcome) = render::inline(|| render_result(catalog, tool, context.clone(), effect_result.as_ref())) {
         return outcome;
     }

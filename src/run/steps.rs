@@ -372,7 +372,7 @@ impl StepAt<'_> {
     /// Renders template `name` with `context`, inline first (see
     /// [`render::inline`]); a failure stops the call with a message.
     async fn render(&self, name: &str, context: &BTreeMap<String, TemplateValue>) -> Result<String, Stopped> {
-        let context = TemplateValue::from(context.clone());
+        let context = render::scope(context.clone());
         let rendered = match render::inline(|| render::render(&self.catalog.templates, name, context.clone())) {
             Some(rendered) => rendered,
             None => {

@@ -4,7 +4,11 @@
 //! number), -32602 for a known method whose `params` is not an object, and
 //! -32601 for an unknown one. A malformed notification gets no answer.
 
+use std::borrow::Cow;
+
+use rmcp::model::{ClientRequest, JsonRpcMessage, JsonRpcRequest};
 use rmcp::service::{RoleServer, RxJsonRpcMessage};
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 /// The answer to a request that id `id` (or `null`) cannot be served as sent.
@@ -53,10 +57,14 @@ const BAD_ID: &str = "Invalid Request: `id` must be a string or a number";
 
 /// Reads one message's text (see [`text_of`]).
 pub fn read(text: &str) -> Verdict {
+    let head = serde_json::from_str::<Head>(text).ok();
+    if let Some(message) = head.as_ref().and_then(|head| read_hot(head, text)) {
+        return Verdict::Message(Box::new(message));
+    }
     match serde_json::from_str::<RxJsonRpcMessage<RoleServer>>(text) {
         // rmcp reads `{"id": null, "method": …}` as a notification: a request
         // with an id that is not a string or a number is invalid instead.
-        Ok(RxJsonRpcMessage::<RoleServer>::Notification(_)) if has_id(text) => {
+        Ok(RxJsonRpcMessage::<RoleServer>::Notification(_)) if head.is_some_and(|head| head.id) => {
             Verdict::Reply(ErrorReply::new(Value::Null, -32600, BAD_ID))
         }
         Ok(message) => Verdict::Message(Box::new(message)),
@@ -105,18 +113,57 @@ fn unreadable(map: &serde_json::Map<String, Value>, err: &serde_json::Error) -> 
     })
 }
 
-/// Whether a JSON object has an `id` member (of any value).
-fn has_id(text: &str) -> bool {
-    #[derive(serde::Deserialize)]
-    struct Probe {
-        #[serde(default, deserialize_with = "present")]
-        id: bool,
+/// Which members a JSON object has, and its method: enough to tell a
+/// request from the other messages, as rmcp does (method and id, no
+/// result or error).
+#[derive(Deserialize)]
+struct Head<'a> {
+    #[serde(borrow, default)]
+    method: Option<Cow<'a, str>>,
+    #[serde(default, deserialize_with = "present")]
+    id: bool,
+    #[serde(default, deserialize_with = "present")]
+    result: bool,
+    #[serde(default, deserialize_with = "present")]
+    error: bool,
+}
+
+fn present<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<bool, D::Error> {
+    serde::de::IgnoredAny::deserialize(deserializer).map(|_| true)
+}
+
+/// The requests clients send most, read straight into their variant.
+/// rmcp reads a request as an untagged union of every client request,
+/// trying each variant in order: `tools/call`, the fourteenth, cost
+/// thirteen failed attempts (a serde error each), a quarter of a call's
+/// work. Anything this does not read (another method, a malformed request)
+/// goes the general way, with its error messages.
+fn read_hot(head: &Head<'_>, text: &str) -> Option<RxJsonRpcMessage<RoleServer>> {
+    if !head.id || head.result || head.error {
+        return None;
     }
-    fn present<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<bool, D::Error> {
-        serde::de::IgnoredAny::deserialize(deserializer).map(|_| true)
+    macro_rules! direct {
+        ($($method:literal => $variant:ident),* $(,)?) => {
+            match head.method.as_deref()? {
+                $($method => {
+                    let request = serde_json::from_str::<JsonRpcRequest<rmcp::model::$variant>>(text).ok()?;
+                    Some(JsonRpcMessage::Request(JsonRpcRequest {
+                        jsonrpc: request.jsonrpc,
+                        id: request.id,
+                        request: ClientRequest::$variant(request.request),
+                    }))
+                })*
+                _ => None,
+            }
+        };
     }
-    use serde::Deserialize;
-    serde_json::from_str::<Probe>(text).is_ok_and(|probe| probe.id)
+    direct! {
+        "tools/call" => CallToolRequest,
+        "tools/list" => ListToolsRequest,
+        "resources/read" => ReadResourceRequest,
+        "prompts/get" => GetPromptRequest,
+        "completion/complete" => CompleteRequest,
+    }
 }
 
 #[cfg(test)]
@@ -139,6 +186,37 @@ mod tests {
         assert_eq!(reply(r#"{"jsonrpc":"2.0","id":[],"method":"ping"}"#), (Value::Null, -32600));
         assert_eq!(reply(r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":"x"}"#), (json!(7), -32602));
         assert_eq!(reply(r#"{"jsonrpc":"2.0","id":"a","method":"no/such","params":[1]}"#), (json!("a"), -32601));
+    }
+
+    #[test]
+    fn hot_requests_read_as_rmcp_reads_them() {
+        let meta = r#""_meta":{"progressToken":"p","io.modelcontextprotocol/protocolVersion":"2026-07-28"}"#;
+        for text in [
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"q","arguments":{"a":[1,{"b":null}]}}}"#.to_owned(),
+            format!(r#"{{"jsonrpc":"2.0","id":"x","method":"tools/call","params":{{"name":"q",{meta}}}}}"#),
+            format!(r#"{{"method":"resources/read","params":{{"uri":"a://b",{meta}}},"id":2,"jsonrpc":"2.0"}}"#),
+            r#"{"jsonrpc":"2.0","id":3,"method":"tools/list"}"#.to_owned(),
+            r#"{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{"cursor":"c"}}"#.to_owned(),
+            r#"{"jsonrpc":"2.0","id":4,"method":"prompts/get","params":{"name":"p","arguments":{"k":"v"}}}"#.to_owned(),
+            r#"{"jsonrpc":"2.0","id":5,"method":"completion/complete","params":{"ref":{"type":"ref/prompt","name":"p"},"argument":{"name":"k","value":"v"}}}"#.to_owned(),
+        ] {
+            let head = serde_json::from_str::<Head>(&text).unwrap();
+            let hot = read_hot(&head, &text).unwrap_or_else(|| panic!("not read directly: {text}"));
+            let general = serde_json::from_str::<RxJsonRpcMessage<RoleServer>>(&text).unwrap();
+            assert_eq!(serde_json::to_value(&hot).unwrap(), serde_json::to_value(&general).unwrap(), "{text}");
+        }
+        // What rmcp refuses or reads otherwise goes the general way.
+        for text in [
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"q"},"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":null,"method":"tools/call","params":{"name":"q"}}"#,
+            r#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"q"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":"x"}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"q"},"id":2}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#,
+        ] {
+            let head = serde_json::from_str::<Head>(text).ok();
+            assert!(head.is_none_or(|head| read_hot(&head, text).is_none()), "{text}");
+        }
     }
 
     #[test]

@@ -236,15 +236,17 @@ impl Handler {
         let snapshot = self.view()?;
         let started = Instant::now();
         let binding = Binding { method: "tools/call", name: &request.name, arguments: request.arguments.as_ref() };
-        if let Some(tool) = snapshot.tool(&request.name) {
+        // Looked up once; `call_tool` answers for a tool the view lacks.
+        let found = snapshot.tool(&request.name);
+        if let Some(tool) = found {
             check_scopes(context, tool)?;
         }
-        let steps = snapshot.tool(&request.name).map(|tool| tool.steps.as_slice()).unwrap_or_default();
+        let steps = found.map(|tool| tool.steps.as_slice()).unwrap_or_default();
         let (resume, answers) =
             self.prepare(context, &binding, request.request_state.as_deref(), request.input_responses.clone(), steps)?;
         let client = RequestClient { handler: self, context, answers };
         // A tool with `task:`: a task for a client that declared the extension.
-        if let Some(tool) = snapshot.tool(&request.name)
+        if let Some(tool) = found
             && let Some(task) = tool.task
         {
             let capabilities = context.client_capabilities().unwrap_or_default();

@@ -310,7 +310,7 @@ impl Snapshot {
                 Err(Stopped::InputRequired { questions, resume }) => return Ok(Asked::Input { questions, resume }),
             }
         }
-        let context = minijinja::Value::from(context);
+        let context = crate::render::scope(context);
         let rendered = match crate::render::inline(|| crate::prompt::render(&self.catalog, prompt, &context)) {
             Some(rendered) => rendered,
             None => {
