@@ -139,6 +139,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let http = match http {
                 None => None,
                 Some(addr) => {
+                    // A flag's mistake is said before anything starts.
+                    carte::server::http::bind::parse(&addr)?;
                     let auth_token = match auth_token_env {
                         None => None,
                         Some(name) => match std::env::var(&name) {

@@ -1,6 +1,7 @@
 //! The command line as a catalog author uses it: `carte prompt` and `carte
 //! call` with misspelled or missing arguments, `carte complete`, a templated
-//! `sleep` step, `--http` with a host name, and what a client's disconnect logs.
+//! `sleep` step, `--http` with a host name or a mistake, and what a client's
+//! disconnect logs.
 
 mod common;
 
@@ -452,4 +453,44 @@ fn a_misspelled_tool_or_prompt_name_gets_a_guess() {
             "carte: this catalog has no prompt `plans`; did you mean `plan`?\n  see them all: carte list {shown} prompts\n"
         )
     );
+}
+
+/// `carte serve` with `args`, stdin closed: its exit code and stderr.
+fn serve_fails(args: &[&str]) -> (Option<i32>, String) {
+    let mut child = common::carte()
+        .arg("serve")
+        .args(args)
+        .env("RESERVO_DATABASE_URL", "sqlite::memory:")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = String::new();
+    child.stderr.take().unwrap().read_to_string(&mut stderr).unwrap();
+    let status = common::wait_bounded(&mut child, "carte serve");
+    (status.code(), stderr)
+}
+
+#[test]
+fn a_malformed_http_flag_is_refused_before_anything_starts() {
+    let catalog = common::repo_root().join("catalogs/reservo.yaml");
+    let (code, stderr) = serve_fails(&["--http", "127.0.0.1", catalog.to_str().unwrap()]);
+    assert_eq!(code, Some(2), "{stderr}");
+    // Only the mistake: no catalog served, no reload, no error of carte's own.
+    assert_eq!(
+        stderr.trim(),
+        "carte: --http 127.0.0.1: expected HOST:PORT, e.g. 127.0.0.1:8080, localhost:8080 or [::1]:8080"
+    );
+}
+
+#[test]
+fn a_port_in_use_is_the_only_error_said() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let catalog = common::repo_root().join("catalogs/reservo.yaml");
+    let (code, stderr) = serve_fails(&["--http", &addr, catalog.to_str().unwrap()]);
+    assert_ne!(code, Some(0), "{stderr}");
+    assert!(stderr.contains(&format!("cannot listen on {addr}")), "{stderr}");
+    assert!(!stderr.contains("ERROR") && !stderr.contains("reload"), "{stderr}");
 }

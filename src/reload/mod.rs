@@ -104,7 +104,13 @@ pub async fn run(
     let mut stale = false;
     if watch.is_some() {
         let inputs = served_inputs.clone();
-        stale = tokio::task::spawn_blocking(move || inputs.changed().is_some()).await.unwrap_or(true);
+        stale = match tokio::task::spawn_blocking(move || inputs.changed().is_some()).await {
+            Ok(changed) => changed,
+            // The runtime is shutting down (a start-up that failed after the
+            // load, such as a port in use): nothing to reload.
+            Err(err) if err.is_cancelled() => return,
+            Err(_) => true,
+        };
     }
     let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
         .map_err(|err| tracing::warn!("SIGHUP will not reload: {err}"))
@@ -193,7 +199,7 @@ async fn load_settled(
         let (outcome, inputs) = match attempt {
             Ok(attempt) => attempt,
             Err(err) => {
-                tracing::error!("reload failed unexpectedly: {err}");
+                unexpected(&err);
                 return None;
             }
         };
@@ -215,7 +221,7 @@ async fn load_settled(
                 Ok((inputs, None)) => return Some((outcome, inputs)),
                 Ok((_, Some(changed))) => changed,
                 Err(err) => {
-                    tracing::error!("reload failed unexpectedly: {err}");
+                    unexpected(&err);
                     return None;
                 }
             }
@@ -224,6 +230,16 @@ async fn load_settled(
         // Freeing a large catalog takes a while: not on the thread that answers requests.
         tokio::task::spawn_blocking(move || drop(outcome));
         settle(changes, options.debounce).await;
+    }
+}
+
+/// Logs a load's blocking work that ended without a result: an error when
+/// it panicked, nothing to worry about when the runtime is shutting down.
+fn unexpected(err: &tokio::task::JoinError) {
+    if err.is_cancelled() {
+        tracing::debug!("a reload stopped: the server is shutting down");
+    } else {
+        tracing::error!("reload failed unexpectedly: {err}");
     }
 }
 

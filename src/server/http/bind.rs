@@ -28,10 +28,20 @@ pub struct Resolved {
     pub name: Option<String>,
 }
 
-/// Resolves `HOST:PORT` (see the module doc).
-pub async fn resolve(spec: &str) -> anyhow::Result<Resolved> {
+/// What `--http` names: an address, or a host name and a port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Spec<'a> {
+    /// An address (`127.0.0.1:8080`, `[::1]:0`).
+    Addr(SocketAddr),
+    /// A host name to resolve, and the port.
+    Host(&'a str, u16),
+}
+
+/// Reads `HOST:PORT` without resolving it: a mistake in the flag is
+/// reported before anything starts (`carte serve` checks it first).
+pub fn parse(spec: &str) -> anyhow::Result<Spec<'_>> {
     if let Ok(addr) = spec.parse::<SocketAddr>() {
-        return Ok(Resolved { addrs: vec![addr], name: None });
+        return Ok(Spec::Addr(addr));
     }
     let usage = "expected HOST:PORT, e.g. 127.0.0.1:8080, localhost:8080 or [::1]:8080";
     let (host, port) = spec.rsplit_once(':').with_context(|| format!("--http {spec}: {usage}"))?;
@@ -39,6 +49,15 @@ pub async fn resolve(spec: &str) -> anyhow::Result<Resolved> {
     if host.is_empty() || host.contains(['[', ']', ':', '/', ' ', '@']) {
         anyhow::bail!("--http {spec}: `{host}` is not a host name or address; {usage}");
     }
+    Ok(Spec::Host(host, port))
+}
+
+/// Resolves `HOST:PORT` (see the module doc).
+pub async fn resolve(spec: &str) -> anyhow::Result<Resolved> {
+    let (host, port) = match parse(spec)? {
+        Spec::Addr(addr) => return Ok(Resolved { addrs: vec![addr], name: None }),
+        Spec::Host(host, port) => (host, port),
+    };
     let found = tokio::time::timeout(RESOLVE_TIMEOUT, tokio::net::lookup_host((host, port)))
         .await
         .map_err(|_| anyhow::anyhow!("--http {spec}: cannot resolve `{host}`: no answer in {RESOLVE_TIMEOUT:?}"))?

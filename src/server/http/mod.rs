@@ -445,9 +445,15 @@ async fn check_access(State(state): State<Arc<AppState>>, request: Request, next
 async fn mcp_answers(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
     let counted = request.method() == axum::http::Method::POST
         && request.headers().get("mcp-method").is_none_or(|method| method != "subscriptions/listen");
-    let (response, refusal) = sessions::watch(explain_unreadable(&state, request, next)).await;
+    let delete = request.method() == axum::http::Method::DELETE;
+    let (mut response, refusal) = sessions::watch(explain_unreadable(&state, request, next)).await;
     if let Some(refusal) = refusal {
         return refusal_answer(refusal);
+    }
+    // rmcp answers a closed session 202 Accepted; clients (the Python SDK
+    // warns on anything else) expect 200 for a DELETE that was carried out.
+    if delete && response.status() == StatusCode::ACCEPTED {
+        *response.status_mut() = StatusCode::OK;
     }
     if !counted {
         return response;
