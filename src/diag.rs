@@ -147,13 +147,13 @@ pub fn render_human(diagnostics: &[Diagnostic]) -> String {
     if !diagnostics.is_empty() {
         let _ = writeln!(out, "{}, {}", plural(n_errors, "error"), plural(n_warnings, "warning"));
     }
-    redact(&out).into_owned()
+    crate::secret::redact(&out).into_owned()
 }
 
 /// Renders diagnostics as a JSON array, one object each.
 pub fn render_json(diagnostics: &[Diagnostic]) -> String {
     let json = serde_json::to_string_pretty(diagnostics).unwrap_or_else(|_| "[]".to_owned());
-    redact(&json).into_owned()
+    crate::secret::redact(&json).into_owned()
 }
 
 fn plural(n: usize, word: &str) -> String {
@@ -310,55 +310,6 @@ fn singular(list: &str) -> Option<&'static str> {
     })
 }
 
-/// Secrets shorter than this many bytes are not redacted: `${PORT}` or
-/// `${DEBUG}` hold values (`8080`, `true`) that would blot out ordinary
-/// text, and are no secret.
-pub const MIN_SECRET_BYTES: usize = 6;
-
-/// Every secret remembered so far, and one automaton that finds them all.
-struct Secrets {
-    /// `(value, what replaces it)`: `${NAME}`, so a message still says
-    /// where the value came from.
-    pairs: Vec<(String, String)>,
-    finder: aho_corasick::AhoCorasick,
-}
-
-/// The secrets of this process. Process-wide because the environment is:
-/// a value read from it through `${VAR}` is secret wherever it ends up (a
-/// diagnostic, a log line, an error result, `carte list`), whichever load
-/// read it. It grows only with values of the environment, which does not
-/// change while carte runs, so it is bounded by the environment's size.
-static SECRETS: std::sync::RwLock<Option<std::sync::Arc<Secrets>>> = std::sync::RwLock::new(None);
-
-/// Remembers `value`, which `${name}` expanded to from the environment, as
-/// a secret that [`redact`] hides (unless shorter than [`MIN_SECRET_BYTES`]).
-/// Its JSON-escaped form is hidden too, for text that quotes it as JSON.
-pub fn remember_secret(name: &str, value: &str) {
-    if value.len() < MIN_SECRET_BYTES {
-        return;
-    }
-    let mut guard = SECRETS.write().unwrap_or_else(std::sync::PoisonError::into_inner);
-    let mut pairs = guard.as_ref().map(|secrets| secrets.pairs.clone()).unwrap_or_default();
-    if pairs.iter().any(|(known, _)| known == value) {
-        return;
-    }
-    let replacement = format!("${{{name}}}");
-    let quoted = serde_json::to_string(value).unwrap_or_default();
-    let escaped = quoted.get(1..quoted.len().saturating_sub(1)).unwrap_or_default();
-    if escaped != value && !escaped.is_empty() {
-        pairs.push((escaped.to_owned(), replacement.clone()));
-    }
-    pairs.push((value.to_owned(), replacement));
-    let finder = aho_corasick::AhoCorasick::builder()
-        .match_kind(aho_corasick::MatchKind::LeftmostLongest)
-        .build(pairs.iter().map(|(value, _)| value));
-    match finder {
-        Ok(finder) => *guard = Some(std::sync::Arc::new(Secrets { pairs, finder })),
-        // Only a pattern set too large for the automaton fails; keep the old set.
-        Err(err) => tracing::warn!("cannot track more secrets: {err}"),
-    }
-}
-
 /// The innermost cause of `err`, which says most: an OS error ("Connection
 /// refused (os error 111)") rather than the "error sending request" that wraps it.
 pub fn innermost(err: &(dyn std::error::Error + 'static)) -> String {
@@ -367,19 +318,6 @@ pub fn innermost(err: &(dyn std::error::Error + 'static)) -> String {
         current = source;
     }
     current.to_string()
-}
-
-/// `text` with every remembered secret replaced by `${NAME}` (see
-/// [`remember_secret`]); borrowed when there is none in it. One pass over
-/// `text`, whatever the number of secrets.
-pub fn redact(text: &str) -> std::borrow::Cow<'_, str> {
-    let secrets = SECRETS.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
-    let Some(secrets) = secrets else { return std::borrow::Cow::Borrowed(text) };
-    if !secrets.finder.is_match(text) {
-        return std::borrow::Cow::Borrowed(text);
-    }
-    let replacements: Vec<&str> = secrets.pairs.iter().map(|(_, replacement)| replacement.as_str()).collect();
-    std::borrow::Cow::Owned(secrets.finder.replace_all(text, &replacements))
 }
 
 #[cfg(test)]
@@ -430,16 +368,5 @@ mod tests {
         assert_eq!(template_place("prompt p:/messages/1/text"), "`text` of message #2 of prompt `p`");
         assert_eq!(template_place("resource template x://a/{b}:/text"), "`text` of resource template `x://a/{b}`");
         assert_eq!(template_place("bookings.j2"), "bookings.j2");
-    }
-
-    #[test]
-    fn secrets_are_redacted_with_their_name_also_inside_json() {
-        remember_secret("DIAG_TEST_TOKEN", "s3cr3t\"value-9a1");
-        remember_secret("DIAG_TEST_SHORT", "abc");
-        let text = "token s3cr3t\"value-9a1 and abc";
-        assert_eq!(redact(text), "token ${DIAG_TEST_TOKEN} and abc");
-        let json = serde_json::json!({ "url": "x s3cr3t\"value-9a1 y" }).to_string();
-        assert_eq!(redact(&json), r#"{"url":"x ${DIAG_TEST_TOKEN} y"}"#);
-        assert!(matches!(redact("nothing here"), std::borrow::Cow::Borrowed(_)));
     }
 }

@@ -4,6 +4,8 @@
 //! # Layout
 //! - [`catalog`]: YAML files → validated, immutable [`catalog::Catalog`] (no tokio, no rmcp);
 //! - [`diag`]: diagnostics and how they are printed;
+//! - [`secret`]: text leaving carte, with the environment's secrets hidden
+//!   (redacted before it is cut);
 //! - [`effect`]: what tools do before their result renders (`sql`): each
 //!   effect's keys, load-time checks and run, in its own module;
 //! - [`render`]: the minijinja environment (`fail()`, fuel);
@@ -19,8 +21,8 @@
 //!   swapping it in and announcing what changed.
 //!
 //! Data flows one way: files → catalog → server; reload → hub → clients.
-//! Modules depend one way too: `diag` and `uri_template` use nothing;
-//! `render` uses `diag`; `catalog` uses those; `resource`, `content`,
+//! Modules depend one way too: `secret` and `uri_template` use nothing;
+//! `diag` uses `secret`; `render` uses `diag`; `catalog` uses those; `resource`, `content`,
 //! `prompt` and `run` use `catalog` and `render` (`content` uses `resource`,
 //! `prompt` and `run` use `content`); `server` uses all of them; `reload`
 //! uses `server`. `tests/architecture.rs` checks this, and that only
@@ -38,6 +40,7 @@ pub mod reload;
 pub mod render;
 pub mod resource;
 pub mod run;
+pub mod secret;
 pub mod server;
 pub mod telemetry;
 pub mod uri_template;

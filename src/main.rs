@@ -471,11 +471,11 @@ fn print_answer(answer: Answer) -> ExitCode {
     }
 }
 
-/// Prints `value` as JSON, secrets from `${VAR}` hidden (see `diag::redact`).
+/// Prints `value` as JSON, secrets from `${VAR}` hidden (see `secret::redact`).
 fn print_json(value: &Value) {
     // A closed stdout (`carte list … | head`) ends the output, not carte with a panic.
     let text = serde_json::to_string_pretty(value).unwrap_or_default();
-    let _ = std::io::Write::write_all(&mut std::io::stdout(), format!("{}\n", carte::diag::redact(&text)).as_bytes());
+    let _ = std::io::Write::write_all(&mut std::io::stdout(), format!("{}\n", carte::secret::redact(&text)).as_bytes());
 }
 
 /// stderr for `tracing`, with secrets from `${VAR}` hidden: each event is
@@ -486,7 +486,7 @@ struct RedactedStderr(std::io::Stderr);
 impl std::io::Write for RedactedStderr {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         let text = String::from_utf8_lossy(buf);
-        self.0.write_all(carte::diag::redact(&text).as_bytes())?;
+        self.0.write_all(carte::secret::redact(&text).as_bytes())?;
         Ok(buf.len())
     }
 

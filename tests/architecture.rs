@@ -28,18 +28,19 @@ use std::path::{Path, PathBuf};
 /// The modules each top module may use. Read from the bottom up: nothing
 /// depends on a module below it in this list.
 const ALLOWED: &[(&str, &[&str])] = &[
-    ("diag", &[]),
+    ("secret", &[]),
+    ("diag", &["secret"]),
     ("uri_template", &[]),
     ("duration", &[]),
     ("telemetry", &["diag"]),
     ("metrics", &[]),
     ("render", &["diag"]),
-    ("effect", &["diag", "duration", "metrics", "render", "telemetry"]),
-    ("catalog", &["diag", "duration", "effect", "render", "uri_template"]),
+    ("effect", &["diag", "duration", "metrics", "render", "secret", "telemetry"]),
+    ("catalog", &["diag", "duration", "effect", "render", "secret", "uri_template"]),
     ("resource", &["catalog", "effect", "render"]),
     ("content", &["catalog", "render", "resource"]),
     ("prompt", &["catalog", "content", "render"]),
-    ("run", &["catalog", "content", "diag", "duration", "effect", "metrics", "render"]),
+    ("run", &["catalog", "content", "diag", "duration", "effect", "metrics", "render", "secret"]),
     ("server", &["catalog", "content", "metrics", "prompt", "render", "resource", "run", "telemetry", "uri_template"]),
     ("reload", &["catalog", "diag", "metrics", "server", "telemetry"]),
 ];

@@ -148,3 +148,81 @@ fn debug_logs_of_a_session_do_not_show_it() {
     assert!(err.contains("response message id=2"), "rmcp logged no response:\n{err}");
     assert_hidden("the server's debug logs", &err);
 }
+
+/// Whether `text` holds a piece of [`SECRET`] of 8 bytes or more.
+fn shows_a_piece(text: &str) -> Option<&'static str> {
+    (0..=SECRET.len() - 8).map(|start| &SECRET[start..start + 8]).find(|piece| text.contains(piece))
+}
+
+/// A program that writes `pad` bytes, the secret, then `after` bytes to
+/// stderr on one line, and fails: the client chooses where carte cuts.
+const CUT: &str = "server: { name: s, version: 1.0.0 }\ntools:\n  - name: t\n    description: Fails loudly.\n    \
+    inputSchema: { type: object, properties: { pad: { type: integer }, after: { type: integer } }, required: [pad, after] }\n    \
+    run:\n      command:\n        argv: [sh, -c, \"head -c $PAD /dev/zero | tr '\\\\0' x >&2; printf %s \\\"$TOKEN\\\" >&2; head -c $AFTER /dev/zero | tr '\\\\0' y >&2; exit 2\"]\n        \
+    env: { TOKEN: \"${CARTE_TEST_SECRET}\", PAD: \"{{ pad }}\", AFTER: \"{{ after }}\" }\n";
+
+#[test]
+fn no_cut_leaves_a_piece_of_it_in_an_error_result_or_a_log_message() {
+    let dir = TempDir::new("secret-cut");
+    let path = dir.write("c.yaml", CUT);
+    let mut server = Server::initialized(&path, &[ENV]);
+    server.result("logging/setLevel", json!({"level": "debug"}));
+    // The error result quotes the last 2 KiB of stderr and each log message
+    // the first 2 KiB of a line: every cut through the secret, both ends.
+    let len = SECRET.len() as i64;
+    for k in 1..len {
+        for (pad, after) in [(2048 - k, 10), (10, 2048 - len + k)] {
+            let result = server.result("tools/call", json!({"name": "t", "arguments": {"pad": pad, "after": after}}));
+            assert_eq!(result["isError"], true, "{result}");
+            let shown = text(&result);
+            assert_eq!(
+                shows_a_piece(&shown),
+                None,
+                "pad {pad}, after {after}: the error result shows a piece:\n{shown}"
+            );
+        }
+    }
+    let logs = json!(server.notifications).to_string();
+    assert_eq!(shows_a_piece(&logs), None, "a log message shows a piece of the secret");
+    assert!(logs.contains("${CARTE_TEST_SECRET}"), "the log messages name the secret");
+}
+
+/// An upstream that answers 502 with what it was sent: the query (chosen
+/// by the client) before the `Authorization` header (the secret).
+fn echoing_upstream() -> common::http::LocalServer {
+    use axum::http::{HeaderMap, StatusCode, Uri};
+    let app = axum::Router::new().route(
+        "/echo",
+        axum::routing::get(|uri: Uri, headers: HeaderMap| async move {
+            let auth = headers.get("authorization").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+            (StatusCode::BAD_GATEWAY, format!("query={}\nauthorization: {auth}\n", uri.query().unwrap_or_default()))
+        }),
+    );
+    common::http::LocalServer::bind().serve(app)
+}
+
+#[test]
+fn an_upstream_that_echoes_it_shows_no_piece_of_it() {
+    let upstream = echoing_upstream();
+    let dir = TempDir::new("secret-echo");
+    let catalog = format!(
+        "server: {{ name: s, version: 1.0.0 }}\napis:\n  echo:\n    baseUrl: http://{}\n    \
+         headers: {{ Authorization: \"Bearer ${{CARTE_TEST_SECRET}}\" }}\ntools:\n  - name: t\n    description: Echoes.\n    \
+         inputSchema: {{ type: object, properties: {{ q: {{ type: string }} }}, required: [q] }}\n    \
+         run:\n      http: {{ api: echo, path: /echo, query: {{ q: \"{{{{ q }}}}\" }} }}\n      text: \"{{{{ body }}}}\"\n",
+        upstream.addr
+    );
+    let path = dir.write("c.yaml", &catalog);
+    let mut server = Server::initialized(&path, &[ENV]);
+    // The body shows 2 KiB: `query=` (6), q, `\nauthorization: Bearer ` (23), the secret.
+    let before = 6 + 23;
+    let len = SECRET.len();
+    for k in 1..len {
+        let q = "a".repeat(2048 - before - k);
+        let result = server.result("tools/call", json!({"name": "t", "arguments": {"q": q}}));
+        assert_eq!(result["isError"], true, "{result}");
+        let shown = text(&result);
+        assert!(shown.contains("502"), "{shown}");
+        assert_eq!(shows_a_piece(&shown), None, "q of {} bytes: the error result shows a piece:\n{shown}", q.len());
+    }
+}

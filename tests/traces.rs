@@ -240,6 +240,24 @@ fn an_http_effect_is_a_client_span_whose_context_goes_upstream() {
 }
 
 #[test]
+fn a_secret_base_url_is_hidden_as_a_url_parser_writes_it() {
+    let receiver = Receiver::start();
+    let dir = TempDir::new("traces-http-capitals");
+    // The host in capitals: URL parsing writes it in lower case in `url.full`.
+    let upstream = format!("http://LOCALHOST:{}", receiver.addr.port());
+    let mut env = receiver.env();
+    env.retain(|(name, _)| *name != "UPSTREAM");
+    env.push(("UPSTREAM", upstream));
+    let mut server = Server::initialized(&catalog(&dir), &env_refs(&env));
+    let response = call(&mut server, "get_quote", json!({ "room": "Focus" }));
+    assert_eq!(text(&response["result"]), "42", "{response}");
+    let call_span = receiver.wait_span("tools/call get_quote", |_| true);
+    let client = receiver.wait_span("GET", |span| span["parentSpanId"] == call_span["spanId"]);
+    assert_eq!(attribute(&client, "url.full"), Some(json!("${UPSTREAM}/quotes/Focus")));
+    server.finish();
+}
+
+#[test]
 fn sql_and_command_effects_are_child_spans() {
     let receiver = Receiver::start();
     let dir = TempDir::new("traces-effects");

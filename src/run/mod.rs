@@ -161,7 +161,7 @@ fn redact_error(mut outcome: ToolOutcome) -> ToolOutcome {
     if outcome.is_error {
         for block in &mut outcome.blocks {
             if let Output::Text(text) = block
-                && let std::borrow::Cow::Owned(redacted) = crate::diag::redact(text)
+                && let std::borrow::Cow::Owned(redacted) = crate::secret::redact(text)
             {
                 *text = redacted;
             }

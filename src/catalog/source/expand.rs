@@ -59,7 +59,7 @@ pub struct EnvProblem {
 
 /// Expands `${VAR}`, `${VAR:-default}` and `${VAR:?message}` in `text`;
 /// `$${` stands for a literal `${`. Each value taken from the environment
-/// is remembered as a secret ([`crate::diag::remember_secret`]): it is
+/// is remembered as a secret ([`crate::secret::remember`]): it is
 /// never printed or logged as is from then on.
 pub fn expand_str(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<String, EnvProblem> {
     let mut out = String::with_capacity(text.len());
@@ -104,7 +104,7 @@ pub fn expand_str(text: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<St
         match (current, op) {
             (Some(v), _) => {
                 // From the environment (not a `:-` default): a secret from now on.
-                crate::diag::remember_secret(name, &v);
+                crate::secret::remember(name, &v);
                 out.push_str(&v);
             }
             (None, Some(op)) if op.starts_with(":-") => out.push_str(&op[2..]),

@@ -33,8 +33,8 @@ mod load;
 use load::{Shown, check_cwd, check_timeout, find_program};
 
 use super::{Call, Check, EffectError, Failure, Kind, Output, Sections, Template};
-use crate::diag::redact;
 use crate::duration::{DurationSpec, show_duration};
+use crate::secret::{self, Cut, Keep, redact};
 use crate::telemetry;
 use tracing::Instrument as _;
 
@@ -496,8 +496,12 @@ impl Command {
         if text.is_empty() {
             message.push_str(" and wrote nothing to stderr");
         } else {
-            let tail = tail(text, ERROR_STDERR_BYTES);
-            let cut = if tail.len() < text.len() || stderr.total > stderr.kept.len() { "…" } else { "" };
+            // Secrets hidden before the end is cut off, and at the end of
+            // what was kept of a longer stderr.
+            let kept_all = stderr.total <= stderr.kept.len();
+            let (tail, cut) =
+                secret::excerpt(text, ERROR_STDERR_BYTES, Keep::End, Cut { after: !kept_all, ..Cut::default() });
+            let cut = if cut || !kept_all { "…" } else { "" };
             message.push_str(&format!("; stderr:\n{cut}{tail}"));
         }
         message
@@ -542,11 +546,11 @@ async fn read_stderr(stream: Option<impl AsyncRead + Unpin>, max: usize, logger:
         };
         captured.push(&buf[..n], max);
         for line in lines.feed(&buf[..n]) {
-            call.info(logger, redact(&line).into_owned()).await;
+            call.info(logger, line).await;
         }
     }
     if let Some(line) = lines.finish() {
-        call.info(logger, redact(&line).into_owned()).await;
+        call.info(logger, line).await;
     }
     if lines.dropped > 0 {
         let more = format!("[carte: {} more stderr lines were not sent as log messages]", lines.dropped);
@@ -592,10 +596,14 @@ impl Lines {
         if self.current.is_empty() && !self.cut { None } else { self.take() }
     }
 
-    /// The line read so far, if it may still be sent.
+    /// The line read so far, if it may still be sent: secrets hidden, also
+    /// a piece of one where a long line was cut.
     fn take(&mut self) -> Option<String> {
-        let mut line = text_of(&std::mem::take(&mut self.current));
-        if std::mem::take(&mut self.cut) {
+        let line = text_of(&std::mem::take(&mut self.current));
+        let cut = std::mem::take(&mut self.cut);
+        let (mut line, _) =
+            secret::excerpt(&line, MAX_LOG_LINE_BYTES, Keep::Start, Cut { after: cut, ..Cut::default() });
+        if cut {
             line.push('…');
         }
         if self.sent < MAX_LOG_LINES {
@@ -611,15 +619,6 @@ impl Lines {
 /// Bytes as text: invalid UTF-8 (or a character cut at `maxBytes`) becomes U+FFFD.
 fn text_of(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
-}
-
-/// The last `max` bytes of `text` or fewer, starting at a character boundary.
-fn tail(text: &str, max: usize) -> &str {
-    let mut start = text.len().saturating_sub(max);
-    while !text.is_char_boundary(start) {
-        start += 1;
-    }
-    &text[start..]
 }
 
 /// The usual name of a signal.
@@ -681,12 +680,5 @@ mod tests {
         captured.push(b"world", 8);
         assert_eq!(captured.kept, b"hello wo");
         assert_eq!(captured.total, 11);
-    }
-
-    #[test]
-    fn tail_starts_at_a_character_boundary() {
-        assert_eq!(tail("abc", 2), "bc");
-        assert_eq!(tail("éé", 3), "é");
-        assert_eq!(tail("ab", 10), "ab");
     }
 }

@@ -177,15 +177,19 @@ pub(super) fn show_status(status: StatusCode) -> String {
     }
 }
 
-/// The start of a non-OK answer's body, for its error result.
-pub(super) fn error_body(body: &[u8]) -> String {
+/// The start of a non-OK answer's body, for its error result: secrets
+/// hidden before it is cut (an upstream may echo what it was sent, a token
+/// included), also at the end of a body read only up to `maxBytes`
+/// (`truncated`).
+pub(super) fn error_body(body: &[u8], truncated: bool) -> String {
     if body.is_empty() {
         return String::new();
     }
-    let cut = &body[..body.len().min(ERROR_BODY_BYTES)];
-    let text = String::from_utf8_lossy(cut);
-    let more = if body.len() > ERROR_BODY_BYTES { " […]" } else { "" };
-    format!(": {}{more}", text.trim_end())
+    let text = String::from_utf8_lossy(body);
+    let cut = crate::secret::Cut { after: truncated, ..Default::default() };
+    let (shown, more) = crate::secret::excerpt(&text, ERROR_BODY_BYTES, crate::secret::Keep::Start, cut);
+    let more = if more || truncated { " […]" } else { "" };
+    format!(": {}{more}", shown.trim_end())
 }
 
 /// An answer, read.
@@ -193,7 +197,7 @@ pub(super) struct Answer {
     pub(super) status: StatusCode,
     headers: HeaderMap,
     pub(super) body: Vec<u8>,
-    truncated: bool,
+    pub(super) truncated: bool,
 }
 
 impl Answer {
@@ -305,8 +309,8 @@ mod tests {
     #[test]
     fn an_error_body_is_cut() {
         let long = vec![b'x'; ERROR_BODY_BYTES + 10];
-        let shown = error_body(&long);
+        let shown = error_body(&long, false);
         assert!(shown.ends_with(" […]") && shown.len() < ERROR_BODY_BYTES + 10, "{}", shown.len());
-        assert_eq!(error_body(b""), "");
+        assert_eq!(error_body(b"", false), "");
     }
 }

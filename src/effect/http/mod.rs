@@ -416,7 +416,11 @@ impl Kind for Http {
         };
         telemetry::attribute(&span, "http.response.status_code", i64::from(answer.status.as_u16()));
         if !ok {
-            let reason = format!("{label} answered {}{}", show_status(answer.status), error_body(&answer.body));
+            let reason = format!(
+                "{label} answered {}{}",
+                show_status(answer.status),
+                error_body(&answer.body, answer.truncated)
+            );
             return Err(Failure::of(&span, EffectError::Status(answer.status.as_u16()), reason));
         }
         let output = answer.output(self.max_bytes);
@@ -441,7 +445,7 @@ impl Http {
         if !span.is_disabled() {
             let url = request.url();
             let full = format!("{}{}", url.origin().ascii_serialization(), url.path());
-            span.record("url.full", crate::diag::redact(&full).as_ref());
+            span.record("url.full", crate::secret::redact(&full).as_ref());
             if let Some(host) = url.host_str() {
                 span.record("server.address", host);
             }
