@@ -258,3 +258,41 @@ fn the_shell_tools_example_checks_clean_and_runs() {
     let (failed, now) = example("utc_now", &[]);
     assert!(!failed && now.len() == 20 && now.ends_with('Z'), "{now}");
 }
+
+#[test]
+fn check_warns_where_a_client_can_pass_an_option() {
+    let dir = TempDir::new("cmd-option");
+    // `a` is any text: `--version` (or `--output=…` to other programs)
+    // would reach sha256sum as an option.
+    let path = dir.write("c.yaml", &catalog("      command: { argv: [sha256sum, \"{{ a }}\"] }\n"));
+    let (code, _, stderr) = run_cli("check", &path, &[], &[]);
+    assert_eq!(code, Some(0), "a warning, not an error: {stderr}");
+    assert!(stderr.contains("warning: `argv[1]` (`{{ a }}`) starts with a value a client chooses"), "{stderr}");
+    assert!(stderr.contains("c.yaml:7:36: warning"), "{stderr}");
+    assert!(stderr.contains("put `--` before it"), "{stderr}");
+    // And the call shows why: the program took the value as its option.
+    let (_, version) = call(
+        &dir,
+        "      command: { argv: [sha256sum, \"{{ a }}\"] }\n      text: \"{{ stdout }}\"\n",
+        &["a=--version"],
+    );
+    assert!(version.contains("sha256sum"), "{version}");
+    // The safe forms check clean: `--` first, a text prefix, an author's
+    // constant, or an argument a client cannot choose freely.
+    for run in [
+        "      command: { argv: [sha256sum, --, \"{{ a }}\"] }\n",
+        "      command: { argv: [sha256sum, \"./{{ a }}\"] }\n",
+        "      command: { argv: [sort, \"{{ '--unique' if a else '--stable' }}\"] }\n",
+    ] {
+        let path = dir.write("c.yaml", &catalog(run));
+        let (code, _, stderr) = run_cli("check", &path, &[], &[]);
+        assert_eq!(code, Some(0), "{run}: {stderr}");
+        assert!(!stderr.contains("a client chooses"), "{run}: {stderr}");
+    }
+    let typed = "server: { name: cmd, version: 1.0.0 }\ntools:\n  - name: t\n    description: Runs a program.\n    \
+                 inputSchema: { type: object, properties: { n: { type: integer }, f: { type: string, enum: [a.txt, b.txt] } } }\n    \
+                 run:\n      command: { argv: [head, -n, \"{{ n }}\", \"{{ f }}\"] }\n";
+    let path = dir.write("c.yaml", typed);
+    let (_, _, stderr) = run_cli("check", &path, &[], &[]);
+    assert!(!stderr.contains("a client chooses"), "{stderr}");
+}

@@ -134,6 +134,9 @@ pub trait Host {
 pub struct Check<'a> {
     /// The tool's arguments (`inputSchema.properties`).
     pub arguments: &'a [String],
+    /// Those of them a client may send as any text: a string (or untyped)
+    /// property without `enum`, `const` or `pattern`.
+    pub free_text: &'a [String],
     /// The catalog being built.
     pub host: &'a mut dyn Host,
 }
@@ -143,6 +146,12 @@ impl Check<'_> {
     pub fn error(&mut self, code: &'static str, pointer: &str, message: impl Into<String>) -> &mut Diagnostic {
         let location = self.host.locate(pointer);
         self.host.report(Diagnostic::error(code, location, message))
+    }
+
+    /// Reports a warning at the key `pointer` of the tool.
+    pub fn warning(&mut self, code: &'static str, pointer: &str, message: impl Into<String>) -> &mut Diagnostic {
+        let location = self.host.locate(pointer);
+        self.host.report(Diagnostic::warning(code, location, message))
     }
 
     /// Reports an error at bytes `range` of `text`, the value at `pointer`.

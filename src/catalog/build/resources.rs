@@ -235,7 +235,8 @@ impl Builder<'_> {
     fn resource_sql(&mut self, spec: &ReadSpec, variables: &[String], origin: &Origin, owner: &str) -> Option<Query> {
         // The statement has no templates of its own.
         let mut scope = Scope::new([]);
-        self.with_effect_host(variables, origin, owner, &mut scope, |sections, check| {
+        // A URI's variables are whatever text the client puts in the URI.
+        self.with_effect_host((variables, variables), origin, owner, &mut scope, |sections, check| {
             Query::check(spec, variables, sections, check)
         })
     }

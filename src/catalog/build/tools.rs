@@ -47,6 +47,7 @@ impl Builder<'_> {
             .and_then(Value::as_object)
             .map(|p| p.keys().cloned().collect())
             .unwrap_or_default();
+        let free_text = free_text(&input_schema);
         let run = &spec.run;
         let errors_before = self.errors();
         let owner = format!("tool {}:", spec.name);
@@ -57,7 +58,7 @@ impl Builder<'_> {
         // The effect's templates see what the steps produced; the result's
         // also see what the effect produced.
         let mut scope = Scope::new(names.iter().chain(&produced).cloned());
-        let effect = self.effect(run, &properties, origin, &owner, &mut scope);
+        let effect = self.effect(run, (&properties, &free_text), origin, &owner, &mut scope);
         names.extend(run.effects.variables().into_iter().map(str::to_owned));
         names.extend(produced);
         scope.allowed = names;
@@ -196,19 +197,19 @@ impl Builder<'_> {
     fn effect(
         &mut self,
         run: &RunSpec,
-        properties: &[String],
+        arguments: (&[String], &[String]),
         origin: &Origin,
         owner: &str,
         scope: &mut Scope,
     ) -> Option<Option<Effect>> {
-        self.with_effect_host(properties, origin, owner, scope, |sections, check| run.effects.check(sections, check))
+        self.with_effect_host(arguments, origin, owner, scope, |sections, check| run.effects.check(sections, check))
     }
 
     /// Runs `check` with what an effect is checked against: the top-level
     /// blocks it may name, and this builder as its host, at `origin`.
     pub(super) fn with_effect_host<T>(
         &mut self,
-        arguments: &[String],
+        (arguments, free_text): (&[String], &[String]),
         origin: &Origin,
         owner: &str,
         scope: &mut Scope,
@@ -225,7 +226,7 @@ impl Builder<'_> {
         let apis = std::mem::take(&mut self.apis);
         let sections = effect::Sections { databases: &databases, apis: &apis, left_out: &left_out };
         let mut host = EffectHost { builder: self, origin, owner, scope };
-        let checked = check(&sections, &mut effect::Check { arguments, host: &mut host });
+        let checked = check(&sections, &mut effect::Check { arguments, free_text, host: &mut host });
         self.databases = databases;
         self.apis = apis;
         checked
@@ -667,6 +668,27 @@ pub(super) fn parse_duration(spec: &SleepSpec) -> Result<std::time::Duration, St
         SleepSpec::Millis(ms) => crate::duration::sleep_of(*ms),
         SleepSpec::Text(text) => crate::duration::parse_sleep(text),
     }
+}
+
+/// The properties of `input_schema` a client may send as any text: typed
+/// `string` (or untyped), without `enum`, `const` or `pattern`.
+fn free_text(input_schema: &Map<String, Value>) -> Vec<String> {
+    let Some(properties) = input_schema.get("properties").and_then(Value::as_object) else { return Vec::new() };
+    let texts = |schema: &Map<String, Value>| match schema.get("type") {
+        None => true,
+        Some(Value::String(kind)) => kind == "string",
+        Some(Value::Array(kinds)) => kinds.iter().any(|kind| kind == "string"),
+        Some(_) => false,
+    };
+    properties
+        .iter()
+        .filter(|(_, schema)| {
+            schema.as_object().is_none_or(|schema| {
+                texts(schema) && !["enum", "const", "pattern"].iter().any(|key| schema.contains_key(*key))
+            })
+        })
+        .map(|(name, _)| name.clone())
+        .collect()
 }
 
 #[cfg(test)]

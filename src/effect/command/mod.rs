@@ -169,7 +169,12 @@ impl Kind for Command {
             Some(Part::Template(templates.len() - 1))
         };
         let mut args = Vec::new();
+        let mut operands = false;
         for (idx, (source, text)) in argv.iter().enumerate().skip(1) {
+            operands |= *text && source == "--";
+            if *text && !operands && starts_with_client_text(source, check.free_text) {
+                option_injection(check, idx, &argv[0].0, source);
+            }
             let arg = if *text {
                 part(check, &format!("/run/command/argv/{idx}"), source)
             } else {
@@ -614,6 +619,36 @@ impl Lines {
             None
         }
     }
+}
+
+/// Whether what `source` renders may start with text a client chose: it
+/// starts with a `{{ … }}` that is not a quoted literal (`{{ '--stable' if
+/// … }}` is the author's choice), and names an argument the client may send
+/// as any text (`free_text`, or `arguments`).
+fn starts_with_client_text(source: &str, free_text: &[String]) -> bool {
+    let Some(expression) = source.trim_start().strip_prefix("{{") else { return false };
+    let expression = expression.trim_start_matches(['-', '+']).trim_start();
+    if expression.starts_with(['\'', '"']) || free_text.is_empty() {
+        return false;
+    }
+    let env = minijinja::Environment::new();
+    let Ok(template) = env.template_from_str(source) else { return false };
+    let names = template.undeclared_variables(false);
+    names.contains("arguments") || free_text.iter().any(|name| names.contains(name))
+}
+
+/// Warns that `argv[idx]`, a template before any `--`, may start with `-`:
+/// a client could hand the program an option (`--output=…`) instead of an
+/// operand.
+fn option_injection(check: &mut Check<'_>, idx: usize, program: &str, source: &str) {
+    let message = format!(
+        "`argv[{idx}]` (`{source}`) starts with a value a client chooses, before any `--`: a value such as \
+         `--version` or `--output=…` reaches `{program}` as an option"
+    );
+    check.warning("command-option", &format!("/run/command/argv/{idx}"), message).hint = Some(format!(
+        "put `--` before it, so `{program}` reads what follows as operands (`argv: [{program}, --, \"{source}\"]`), \
+         or start it with text, e.g. `./{source}` for a file"
+    ));
 }
 
 /// Bytes as text: invalid UTF-8 (or a character cut at `maxBytes`) becomes U+FFFD.
