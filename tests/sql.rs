@@ -291,3 +291,51 @@ fn a_call_whose_http_request_goes_away_stops_its_statement() {
     let text = quick.text();
     assert!(text.contains(r#""text":"42""#), "{text}");
 }
+
+/// Tools whose statements build values as large as a client asks.
+const BIG_VALUES: &str = r#"server: { name: big, version: 1.0.0 }
+databases:
+  scratch:
+    url: "sqlite::memory:"
+    timeout: 2s
+tools:
+  - name: hex
+    description: The hex of n zero bytes.
+    inputSchema: { type: object, properties: { n: { type: integer } }, required: [n] }
+    run:
+      sql: { database: scratch, statement: "SELECT hex(zeroblob(:n)) AS x" }
+      text: "{{ rows[0].x | length }}"
+  - name: wide
+    description: n rows of a megabyte each.
+    inputSchema: { type: object, properties: { n: { type: integer } }, required: [n] }
+    run:
+      sql: { database: scratch, statement: "WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < :n) SELECT i, printf('%.*c', 1000000, 'x') AS x FROM c" }
+      text: "{{ rows | length }} rows, truncated: {{ truncated }}"
+"#;
+
+#[test]
+fn values_are_capped_in_bytes_not_only_rows() {
+    let dir = TempDir::new("sql-bytes");
+    let path = dir.write("catalog.yaml", BIG_VALUES);
+    let mut server = Server::initialized(&path, &[]);
+    // One value of 800 MB: SQLite refuses to build it.
+    let result = server.result("tools/call", json!({"name": "hex", "arguments": {"n": 400_000_000}}));
+    assert_eq!(result["isError"], true, "{result}");
+    assert!(text(&result).contains("string or blob too big"), "{result}");
+    // A value that fits is built.
+    let fits = server.result("tools/call", json!({"name": "hex", "arguments": {"n": 1000}}));
+    assert_eq!(text(&fits), "2000", "{fits}");
+    // 100 rows of a megabyte: the first 16 MiB of them, with a notice.
+    let result = server.result("tools/call", json!({"name": "wide", "arguments": {"n": 100}}));
+    assert_eq!(result["isError"], false, "{result}");
+    assert_eq!(text(&result), "16 rows, truncated: True");
+    let notice = result["content"][1]["text"].as_str().unwrap_or_default();
+    assert!(notice.contains("held more than 16 MiB") && notice.contains("first 16 only"), "{result}");
+    let status = std::fs::read_to_string(format!("/proc/{}/status", server.pid())).unwrap();
+    let peak_kib: u64 = status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    assert!(peak_kib < 400 << 10, "carte's resident memory peaked at {} MiB", peak_kib >> 10);
+}

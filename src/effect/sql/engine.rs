@@ -23,6 +23,12 @@ pub const MAX_TIMEOUT: Duration = Duration::from_secs(3600);
 /// Most rows of one statement a result template sees; more are dropped,
 /// with `truncated` set and a notice in the result.
 pub const MAX_ROWS: usize = 1000;
+
+/// The most bytes of values (texts, blobs, about 8 per other value) one
+/// statement hands to its result: rows past it are left out like rows past
+/// [`MAX_ROWS`]. SQLite also refuses to build a single text or blob longer
+/// than this (`SQLITE_LIMIT_LENGTH`: "string or blob too big").
+pub const MAX_RESULT_BYTES: usize = 16 << 20;
 /// PostgreSQL connections per database when `pool.max` is not given.
 pub const DEFAULT_POOL: usize = 8;
 
@@ -71,15 +77,47 @@ pub enum Aborted<E> {
     },
 }
 
-/// The rows a statement produced, at most [`MAX_ROWS`] of them.
+/// The rows a statement produced, at most [`MAX_ROWS`] of them holding at
+/// most [`MAX_RESULT_BYTES`].
 #[derive(Debug, Default)]
 pub struct Rows {
     /// Column → value, in order.
     pub rows: Vec<Map<String, Value>>,
     /// Whether the statement had more rows than were kept.
     pub truncated: bool,
+    /// Whether rows were left out for their bytes (not their count).
+    pub over_bytes: bool,
+    /// The bytes of the rows kept.
+    pub bytes: usize,
     /// Whether the statement writes (it commits only if its result renders).
     pub wrote: bool,
+}
+
+impl Rows {
+    /// Keeps `record` if there is room for it: `false` (and the rows marked
+    /// truncated) once [`MAX_ROWS`] rows or [`MAX_RESULT_BYTES`] are reached,
+    /// when reading should stop.
+    pub fn keep(&mut self, record: Map<String, Value>) -> bool {
+        let bytes = record.iter().map(|(column, value)| column.len() + value_bytes(value)).sum::<usize>();
+        if self.rows.len() == MAX_ROWS || self.bytes + bytes > MAX_RESULT_BYTES {
+            self.truncated = true;
+            self.over_bytes = self.rows.len() < MAX_ROWS;
+            return false;
+        }
+        self.bytes += bytes;
+        self.rows.push(record);
+        true
+    }
+}
+
+/// About how many bytes `value` holds: its texts, and 8 per other value.
+fn value_bytes(value: &Value) -> usize {
+    match value {
+        Value::String(text) => text.len(),
+        Value::Array(items) => items.iter().map(value_bytes).sum::<usize>() + 8,
+        Value::Object(map) => map.iter().map(|(key, value)| key.len() + value_bytes(value)).sum::<usize>() + 8,
+        _ => 8,
+    }
 }
 
 /// Sets a call's cancel flag when dropped: the effect's future holds it, so

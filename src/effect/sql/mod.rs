@@ -234,10 +234,15 @@ impl Sql {
     /// What a `sql` result sees (`truncated`, then `rows`: the last one is
     /// the effect's value), and a notice if rows were left out.
     fn output(&self, rows: Rows) -> Output {
-        let notice = rows.truncated.then(|| {
-            format!(
+        let notice = rows.truncated.then(|| match rows.over_bytes {
+            false => format!(
                 "[carte: the statement returned more than {MAX_ROWS} rows; this result was made from the first {MAX_ROWS} only]"
-            )
+            ),
+            true => format!(
+                "[carte: the statement's rows held more than {} MiB; this result was made from the first {} only]",
+                engine::MAX_RESULT_BYTES >> 20,
+                rows.rows.len()
+            ),
         });
         let changed = rows.wrote.then(|| self.database_name.clone());
         let truncated = ("truncated".to_owned(), Value::Bool(rows.truncated));

@@ -329,7 +329,9 @@ async fn run(
                 let Cell(value) = row.try_get(idx)?;
                 record.insert(column.name().to_owned(), value);
             }
-            rows.rows.push(record);
+            if !rows.keep(record) {
+                break;
+            }
         }
         Ok::<_, tokio_postgres::Error>(rows)
     };

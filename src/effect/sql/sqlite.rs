@@ -21,8 +21,9 @@
 //! awaited on the async side, so neither a slow query nor a waiting
 //! transaction stalls other requests. A statement is stopped by SQLite's
 //! progress handler when it runs past its timeout or when its call is
-//! cancelled (see [`CancelOnDrop`]), and at most [`MAX_ROWS`] rows are read
-//! from it.
+//! cancelled (see [`CancelOnDrop`]), and at most [`MAX_ROWS`] rows holding at
+//! most [`MAX_RESULT_BYTES`](super::engine::MAX_RESULT_BYTES) are read from it;
+//! SQLite builds no text or blob longer than that (`SQLITE_LIMIT_LENGTH`).
 
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -190,7 +191,9 @@ impl Database {
                     for (idx, column) in columns.iter().enumerate() {
                         record.insert(column.clone(), from_sql(row.get_ref(idx)?));
                     }
-                    rows.rows.push(record);
+                    if !rows.keep(record) {
+                        break;
+                    }
                 }
                 (rows, writes)
             };

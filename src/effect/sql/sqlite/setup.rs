@@ -28,6 +28,7 @@ impl Probe {
         let connection = Connection::open_in_memory()?;
         // `ATTACH 'file'` would create a file: not while checking.
         connection.set_limit(Limit::SQLITE_LIMIT_ATTACHED, 0)?;
+        limit_lengths(&connection)?;
         // Tables first, then what depends on them; what cannot be copied (a
         // virtual table of a module this build lacks) is left out, and the
         // statements that use it are reported when they fail to prepare.
@@ -205,11 +206,22 @@ pub(super) fn open(path: Option<&Path>) -> Result<Connection, String> {
         None => Connection::open_in_memory(),
     }
     .map_err(|err| err.to_string())?;
+    limit_lengths(&connection).map_err(|err| err.to_string())?;
     if path.is_some() {
         let _mode: String =
             connection.query_row("PRAGMA journal_mode=WAL", [], |row| row.get(0)).map_err(|err| err.to_string())?;
     }
     Ok(connection)
+}
+
+/// No text or blob longer than a statement's result may hold: SQLite
+/// refuses to build one ("string or blob too big") instead of allocating
+/// it (`hex(zeroblob(:n))` with a client's `n`), and no row or statement
+/// larger than that either.
+fn limit_lengths(connection: &Connection) -> rusqlite::Result<()> {
+    let most = i32::try_from(super::super::engine::MAX_RESULT_BYTES).unwrap_or(i32::MAX);
+    connection.set_limit(Limit::SQLITE_LIMIT_LENGTH, most)?;
+    Ok(())
 }
 
 /// Removes a database file this process created, with its WAL files.
