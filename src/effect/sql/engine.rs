@@ -363,7 +363,7 @@ pub fn apply_setup(plans: &[SetupPlan<'_>]) -> Result<(), SetupFailure> {
             continue;
         }
         let fail = |statement, message| SetupFailure { plan: idx, statement, message };
-        let mut probe = db.probe(plan.timeout).map_err(|message| fail(None, message))?;
+        let mut probe = db.setup_probe(plan.timeout).map_err(|message| fail(None, message))?;
         for (s_idx, statement) in plan.statements.iter().enumerate() {
             probe.run_setup(statement).map_err(|message| fail(Some(s_idx), message))?;
         }

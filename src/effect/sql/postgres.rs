@@ -176,7 +176,13 @@ impl Database {
     /// A connection of its own holding one transaction, never committed,
     /// where `setup` runs and statements are prepared.
     pub fn probe(&self, timeout: Duration) -> Result<Probe, String> {
-        Probe::open(&self.target, timeout)
+        Probe::open(&self.target, timeout, probe::Purpose::Check)
+    }
+
+    /// Like [`Database::probe`], to apply `setup` (committed): one process
+    /// at a time (see `probe`).
+    pub fn setup_probe(&self, timeout: Duration) -> Result<Probe, String> {
+        Probe::open(&self.target, timeout, probe::Purpose::Apply)
     }
 
     /// After `setup` committed: remembers it, and forgets the statements

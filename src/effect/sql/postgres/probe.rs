@@ -3,6 +3,13 @@
 //! runs and every statement is prepared (each inside a savepoint), rolled
 //! back when the probe is dropped — PostgreSQL's DDL is transactional —
 //! or committed to apply `setup` for real.
+//!
+//! Replicas started together must not run `setup` at once (two
+//! `CREATE TABLE IF NOT EXISTS` racing end with a unique violation for one
+//! of them): every probe holds the advisory lock [`SETUP_LOCK`] for its
+//! transaction — shared to check (checks run side by side), exclusive to
+//! apply, so one replica applies at a time and the next one checks and
+//! applies against what it committed.
 
 use std::ops::Range;
 use std::sync::mpsc;
@@ -22,6 +29,18 @@ pub struct Refusal {
     pub message: String,
     /// The byte range of the statement it points at.
     pub at: Option<Range<usize>>,
+}
+
+/// The advisory lock key of `setup` (`carte` in ASCII).
+pub const SETUP_LOCK: i64 = 0x63_61_72_74_65;
+
+/// What a probe is for, and so how it holds [`SETUP_LOCK`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose {
+    /// Checking a catalog: shared, rolled back.
+    Check,
+    /// Applying `setup`: exclusive, committed.
+    Apply,
 }
 
 type Reply<T> = mpsc::SyncSender<T>;
@@ -44,7 +63,7 @@ pub struct Probe {
 
 impl Probe {
     /// Connects (bounded by the connect timeout) and begins the transaction.
-    pub(super) fn open(target: &Target, timeout: Duration) -> Result<Probe, String> {
+    pub(super) fn open(target: &Target, timeout: Duration, purpose: Purpose) -> Result<Probe, String> {
         let (jobs, inbox) = mpsc::channel::<Job>();
         let (opened, open_reply) = mpsc::sync_channel::<Result<(), String>>(1);
         let (config, at) = (target.config.clone(), target.at.clone());
@@ -52,7 +71,7 @@ impl Probe {
         let bound = timeout + Duration::from_secs(1);
         std::thread::Builder::new()
             .name("carte-postgres-check".to_owned())
-            .spawn(move || serve_probe(&config, connect_timeout, timeout, &opened, &inbox))
+            .spawn(move || serve_probe(&config, (connect_timeout, timeout), purpose, &opened, &inbox))
             .map_err(|err| format!("cannot start a thread to check the database: {err}"))?;
         let unreachable = |reason: String| format!("{at} is unreachable: {reason}");
         match open_reply.recv_timeout(connect_timeout + bound) {
@@ -97,8 +116,8 @@ impl Probe {
 /// The probe's thread: a runtime of its own, one connection, one transaction.
 fn serve_probe(
     config: &Config,
-    connect_timeout: Duration,
-    timeout: Duration,
+    (connect_timeout, timeout): (Duration, Duration),
+    purpose: Purpose,
     opened: &Reply<Result<(), String>>,
     inbox: &mpsc::Receiver<Job>,
 ) {
@@ -120,8 +139,19 @@ fn serve_probe(
                 tracing::debug!("checking connection: {err}");
             }
         });
-        let begin = format!("BEGIN; SET LOCAL statement_timeout = {}", timeout.as_millis());
-        client.batch_execute(&begin).await.map_err(|err| reason(&err))?;
+        let lock = match purpose {
+            Purpose::Check => "pg_advisory_xact_lock_shared",
+            Purpose::Apply => "pg_advisory_xact_lock",
+        };
+        let begin =
+            format!("BEGIN; SET LOCAL statement_timeout = {}; SELECT {lock}({SETUP_LOCK})", timeout.as_millis());
+        client.batch_execute(&begin).await.map_err(|err| match err.code() {
+            Some(&SqlState::QUERY_CANCELED) => format!(
+                "another carte held the database's setup lock for longer than its timeout ({})",
+                crate::duration::show_duration(timeout)
+            ),
+            _ => reason(&err),
+        })?;
         Ok::<Client, String>(client)
     });
     let client = match client {
