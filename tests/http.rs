@@ -5,6 +5,8 @@
 mod common;
 
 use common::http::{HttpServer, read_until_closed, send, status_of, wait_for};
+use std::io::Write as _;
+
 use common::{TempDir, meta_2026, tools_catalog};
 use serde_json::{Value, json};
 
@@ -381,9 +383,25 @@ fn connections_beyond_the_cap_are_turned_away_until_some_close() {
     let server = HttpServer::start(&path, &["--max-connections", "2", "--header-timeout", "2"], &[]);
     let mut idle: Vec<std::net::TcpStream> =
         (0..2).map(|_| std::net::TcpStream::connect(server.addr).unwrap()).collect();
-    let mut over = std::net::TcpStream::connect(server.addr).unwrap();
-    let refused = read_until_closed(&mut over).expect("a connection over the cap is closed at once");
+    // Past the cap: a probe is answered, anything else is 503.
+    let probe = |path: &str| {
+        let mut over = std::net::TcpStream::connect(server.addr).unwrap();
+        over.write_all(format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").as_bytes()).unwrap();
+        read_until_closed(&mut over).expect("a connection over the cap gets one answer and is closed")
+    };
+    let health = probe("/healthz");
+    assert_eq!(status_of(&health), Some(200), "{}", String::from_utf8_lossy(&health));
+    let refused = probe("/mcp");
     assert_eq!(status_of(&refused), Some(503), "{}", String::from_utf8_lossy(&refused));
+    // Past the probes' room too: 503 at once, without a request.
+    let mut probes: Vec<std::net::TcpStream> =
+        (0..16).map(|_| std::net::TcpStream::connect(server.addr).unwrap()).collect();
+    let mut over = std::net::TcpStream::connect(server.addr).unwrap();
+    let refused = read_until_closed(&mut over).expect("a connection past every slot is closed at once");
+    assert_eq!(status_of(&refused), Some(503), "{}", String::from_utf8_lossy(&refused));
+    for connection in &mut probes {
+        assert!(read_until_closed(connection).is_some(), "probe connections time out too");
+    }
     for connection in &mut idle {
         assert!(read_until_closed(connection).is_some(), "idle connections time out");
     }
@@ -391,7 +409,6 @@ fn connections_beyond_the_cap_are_turned_away_until_some_close() {
     let deadline = std::time::Instant::now() + common::TIMEOUT;
     loop {
         let mut fresh = std::net::TcpStream::connect(server.addr).unwrap();
-        use std::io::Write as _;
         fresh.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").unwrap();
         let answer = read_until_closed(&mut fresh).unwrap_or_default();
         if status_of(&answer) == Some(200) {
@@ -475,5 +492,53 @@ fn malformed_json_gets_a_json_rpc_parse_error_over_http() {
         assert_eq!(reply["id"], Value::Null, "{reply}");
         assert_eq!(reply["error"]["code"], -32700, "{reply}");
         assert!(reply["error"]["message"].as_str().unwrap_or_default().starts_with("Parse error"), "{reply}");
+    }
+}
+
+#[test]
+fn slow_request_bodies_neither_hold_their_slot_nor_keep_probes_out() {
+    let dir = TempDir::new("http-slow-body");
+    let path = dir.write("catalog.yaml", &tools_catalog(&["a"]));
+    let server = HttpServer::start(&path, &["--max-connections", "4", "--header-timeout", "2"], &[]);
+    // Four clients take every slot and send a body a byte at a time.
+    let slow: Vec<_> = (0..4)
+        .map(|_| {
+            let addr = server.addr;
+            std::thread::spawn(move || {
+                let mut stream = std::net::TcpStream::connect(addr).unwrap();
+                let head = "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+                            Accept: application/json, text/event-stream\r\nContent-Length: 1000\r\n\r\n";
+                stream.write_all(head.as_bytes()).ok()?;
+                stream.set_read_timeout(Some(std::time::Duration::from_millis(500))).ok()?;
+                let started = std::time::Instant::now();
+                let mut answer = Vec::new();
+                while started.elapsed() < common::TIMEOUT {
+                    if stream.write_all(b" ").is_err() {
+                        return Some((answer, true));
+                    }
+                    let mut buf = [0u8; 4096];
+                    match std::io::Read::read(&mut stream, &mut buf) {
+                        Ok(0) => return Some((answer, true)),
+                        Ok(n) => answer.extend_from_slice(&buf[..n]),
+                        Err(_) => {}
+                    }
+                }
+                Some((answer, false))
+            })
+        })
+        .collect();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    // Meanwhile the liveness probe answers.
+    let mut probe = std::net::TcpStream::connect(server.addr).unwrap();
+    probe.write_all(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n").unwrap();
+    let health = read_until_closed(&mut probe).expect("the probe is answered");
+    assert_eq!(status_of(&health), Some(200), "{}", String::from_utf8_lossy(&health));
+    // And each slow body is given up on (its connection answered or closed)
+    // well before the test's bound.
+    for client in slow {
+        let (answer, closed) = client.join().unwrap().unwrap_or_default();
+        let text = String::from_utf8_lossy(&answer);
+        assert!(closed || !answer.is_empty(), "a slow body held its connection for as long as it liked");
+        assert!(!text.contains("200 OK"), "a slow body was served: {text}");
     }
 }

@@ -311,7 +311,18 @@ fn router(
     } else {
         router
     };
-    Ok(router.layer(axum::middleware::from_fn(access_log)).with_state(state))
+    Ok(router
+        .layer(axum::middleware::from_fn(access_log))
+        .layer(axum::middleware::from_fn_with_state(options.header_timeout, body_deadline))
+        .with_state(state))
+}
+
+/// Every request body gets a deadline (see [`listener::Deadline`]): the
+/// header timeout, then a minimum rate, so a slow body cannot hold a
+/// connection slot for as long as it likes.
+async fn body_deadline(State(grace): State<Duration>, request: Request, next: Next) -> Response {
+    let request = request.map(|body| axum::body::Body::new(listener::Deadline::new(body, grace)));
+    next.run(request).await
 }
 
 /// `/mcp/{toolset}`: the MCP endpoint of one toolset of the current
