@@ -92,11 +92,13 @@ pub(crate) enum Command {
         /// HTTP: live sessions at most; a new one beyond is refused (503).
         #[arg(long, value_name = "N", default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..))]
         max_sessions: u64,
-        /// HTTP: connections at once; one more is answered 503 and closed.
+        /// HTTP: connections at once; past them, 16 more are served only
+        /// /healthz and /readyz, and any further one is answered 503.
         #[arg(long, value_name = "N", default_value_t = 1024, value_parser = clap::value_parser!(u64).range(1..))]
         max_connections: u64,
         /// HTTP: close a connection whose client takes longer than SECS to send a
-        /// request's headers, or sends nothing for SECS between requests.
+        /// request's headers, or sends nothing for SECS between requests; a
+        /// request body must arrive within SECS, then at 16 KiB/s.
         #[arg(long, value_name = "SECS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..))]
         header_timeout: u64,
         /// HTTP: largest request body in bytes.
