@@ -255,6 +255,17 @@ fn a_state_database_that_does_not_answer_leaves_carte_up_but_not_ready() {
     let error = &failed.iter().find(|m| m["id"] == 7).expect("a response")["error"];
     assert!(error["message"].as_str().is_some_and(|m| m.contains("state database does not answer")), "{error}");
     assert_eq!(send(server.addr, "GET", "/healthz", &[], None).status, 200);
+    // A legacy session cannot be stored for the other replicas: refused,
+    // retryable, rather than acknowledged and known to this replica alone.
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    let refused = server.post(None, &init);
+    assert_eq!(refused.status, 503);
+    assert_eq!(refused.header("retry-after"), Some("5"));
+    assert!(refused.header("mcp-session-id").is_none(), "no session id for a session that was not stored");
+    let reply: Value = serde_json::from_str(&refused.text()).expect("a JSON-RPC error");
+    let message = reply["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("could not be stored") && message.contains("try again"), "{reply}");
 }
 
 #[test]

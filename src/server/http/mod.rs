@@ -459,6 +459,13 @@ async fn mcp_answers(State(state): State<Arc<AppState>>, request: Request, next:
     let delete = request.method() == axum::http::Method::DELETE;
     let (mut response, refusal) = sessions::watch(explain_unreadable(&state, request, next)).await;
     if let Some(refusal) = refusal {
+        // A session made but not stored is closed here too: its client
+        // never hears of it.
+        if refusal == Refusal::Unstored
+            && let Some(id) = response.headers().get("mcp-session-id").and_then(|id| id.to_str().ok())
+        {
+            state.sessions.close(id).await;
+        }
         return refusal_answer(refusal);
     }
     // rmcp answers a closed session 202 Accepted; clients (the Python SDK
@@ -484,6 +491,11 @@ fn refusal_answer(refusal: Refusal) -> Response {
         Refusal::StreamOpen => {
             (StatusCode::CONFLICT, "this session already has an open GET stream; close it first".to_owned())
         }
+        Refusal::Unstored => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the session could not be stored for the other replicas (the state database did not answer); try again"
+                .to_owned(),
+        ),
     };
     let body = json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32000, "message": message}});
     let mut response = (status, Json(body)).into_response();

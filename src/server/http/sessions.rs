@@ -51,6 +51,9 @@ pub enum Refusal {
     Full(usize),
     /// The session already has its GET stream open.
     StreamOpen,
+    /// The new session could not be stored where the replicas share them
+    /// (`--state`): no other replica would know it.
+    Unstored,
 }
 
 tokio::task_local! {
@@ -68,7 +71,7 @@ pub async fn watch<F: Future>(request: F) -> (F::Output, Option<Refusal>) {
         .await
 }
 
-fn refuse(refusal: Refusal) {
+pub(crate) fn refuse(refusal: Refusal) {
     let _ = REFUSAL.try_with(|cell| cell.set(Some(refusal)));
 }
 
@@ -142,6 +145,14 @@ impl Sessions {
     /// The replicas' store the sessions are kept in, if any.
     pub fn store(&self) -> Option<Arc<PgSessions>> {
         self.shared.clone()
+    }
+
+    /// Closes session `id` here (one refused after it was made).
+    pub async fn close(&self, id: &str) {
+        let id: SessionId = id.to_owned().into();
+        if let Err(err) = rmcp::transport::streamable_http_server::SessionManager::close_session(self, &id).await {
+            tracing::debug!("closing a refused session: {err}");
+        }
     }
 
     /// Tells the replicas' store which sessions were active since `since`,

@@ -79,16 +79,26 @@ impl SessionStore for PgSessions {
     }
 
     async fn store(&self, session_id: &str, state: &SessionState) -> Result<(), SessionStoreError> {
-        let client = self.replicas.client().await.map_err(boxed)?;
-        let state = serde_json::to_value(state)?;
-        client
-            .execute(
-                "INSERT INTO carte_sessions (id, state) VALUES ($1, $2) \
-                 ON CONFLICT (id) DO UPDATE SET state = excluded.state, last_seen = now()",
-                &[&session_id, &state],
-            )
-            .await?;
-        Ok(())
+        let stored = async {
+            let client = self.replicas.client().await.map_err(boxed)?;
+            let state = serde_json::to_value(state)?;
+            client
+                .execute(
+                    "INSERT INTO carte_sessions (id, state) VALUES ($1, $2) \
+                     ON CONFLICT (id) DO UPDATE SET state = excluded.state, last_seen = now()",
+                    &[&session_id, &state],
+                )
+                .await?;
+            Ok::<(), SessionStoreError>(())
+        }
+        .await;
+        // rmcp only logs a failed store and answers the `initialize`: the
+        // session would live on this replica alone. Refused instead (503,
+        // retryable; see `http::sessions`).
+        if stored.is_err() {
+            crate::server::http::sessions::refuse(crate::server::http::sessions::Refusal::Unstored);
+        }
+        stored
     }
 
     async fn delete(&self, session_id: &str) -> Result<(), SessionStoreError> {
