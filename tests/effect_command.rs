@@ -296,3 +296,47 @@ fn check_warns_where_a_client_can_pass_an_option() {
     let (_, _, stderr) = run_cli("check", &path, &[], &[]);
     assert!(!stderr.contains("a client chooses"), "{stderr}");
 }
+
+/// Waits (bounded) for process `pid` to be gone (or a zombie nobody needs):
+/// fails the test if it still runs.
+fn assert_process_gone(pid: u32) {
+    let deadline = std::time::Instant::now() + common::TIMEOUT;
+    loop {
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok().and_then(|stat| {
+            stat.rfind(')').and_then(|idx| stat[idx + 1..].split_whitespace().next().map(str::to_owned))
+        });
+        match state.as_deref() {
+            None | Some("Z") | Some("X") => return,
+            Some(state) => assert!(std::time::Instant::now() < deadline, "process {pid} still runs (state {state})"),
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// A program whose child leaves its process group and session (`setsid`),
+/// both sleeping far past any wait of these tests.
+const ESCAPER: &str = "      command: { argv: [sh, -c, \"setsid sleep 600 & echo $! > escaped.pid; echo $$ > group.pid; sleep 600\"], timeout: 1s }\n";
+
+#[test]
+fn a_timeout_kills_what_left_the_group_too() {
+    let dir = TempDir::new("cmd-setsid");
+    let (failed, out) = call(&dir, ESCAPER, &[]);
+    assert!(failed, "{out}");
+    assert!(out.contains("was killed, with every process it started"), "{out}");
+    assert_group_gone(read_pid(&dir.path("group.pid")));
+    assert_process_gone(read_pid(&dir.path("escaped.pid")));
+}
+
+#[test]
+fn a_killed_carte_leaves_no_program_running() {
+    let dir = TempDir::new("cmd-carte-killed");
+    let path = dir.write("c.yaml", &catalog(&ESCAPER.replace("1s", "10m")));
+    let mut server = Server::initialized(&path, &[]);
+    server.send(&json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "t", "arguments": {}}}));
+    let (group, escaped) = (read_pid(&dir.path("group.pid")), read_pid(&dir.path("escaped.pid")));
+    // SIGKILL: carte cannot clean up; the kernel tells the supervisor.
+    // SAFETY: kill only sends a signal to the server this test started.
+    unsafe { libc::kill(server.pid() as libc::pid_t, libc::SIGKILL) };
+    assert_group_gone(group);
+    assert_process_gone(escaped);
+}

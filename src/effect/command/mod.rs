@@ -28,6 +28,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
 
+mod contain;
 mod load;
 
 use load::{Shown, check_cwd, check_timeout, find_program};
@@ -316,6 +317,11 @@ impl Kind for Command {
             .stderr(Stdio::piped())
             .process_group(0)
             .kill_on_drop(true);
+        let carte = libc::pid_t::try_from(std::process::id()).unwrap_or(0);
+        // SAFETY: `supervise` is made to run between fork and exec (see `contain`).
+        unsafe {
+            command.pre_exec(move || contain::supervise(carte));
+        }
         let span = tracing::info_span!(
             target: telemetry::TARGET,
             "command",
@@ -374,43 +380,63 @@ struct Captured {
     total: usize,
 }
 
-/// A process group made for one run, killed (SIGKILL) at most once.
-struct Group {
-    pgid: Option<libc::pid_t>,
+/// The supervisor of one run (see `contain`): told to stop at most once,
+/// and never after it was reaped (its pid may be another process's then).
+struct Supervisor {
+    pid: Option<libc::pid_t>,
 }
 
-impl Group {
-    /// Kills the whole group now, once.
-    fn kill(&mut self) {
-        if let Some(pgid) = self.pgid.take() {
-            // SAFETY: killpg only sends a signal. The group is ours: it was
-            // made for the child (`process_group(0)`), and its id stays
-            // taken while the child is unreaped or any member lives.
-            let _ = unsafe { libc::killpg(pgid, libc::SIGKILL) };
+impl Supervisor {
+    /// Asks the supervisor to kill the program and everything it started,
+    /// and to exit (SIGTERM), once.
+    fn stop(&mut self) {
+        if let Some(pid) = self.pid.take() {
+            // SAFETY: kill only sends a signal, to our unreaped child.
+            let _ = unsafe { libc::kill(pid, libc::SIGTERM) };
         }
+    }
+
+    /// The supervisor was reaped: nothing to signal any more.
+    fn reaped(&mut self) {
+        self.pid = None;
     }
 }
 
-/// A running program and its group: the one place that ends a run's
-/// processes. Dropped before the program was reaped (a cancelled call),
-/// it kills the group and leaves a task that reaps the program, so a
-/// dropped future leaks neither a process nor a zombie.
+/// How long a supervisor may take to end its run once told to, before it
+/// is killed itself.
+const STOP_GRACE: Duration = Duration::from_secs(5);
+
+/// A running program's supervisor: the one place that ends a run's
+/// processes. Dropped before it was reaped (a cancelled call), it tells the
+/// supervisor to stop and leaves a task that reaps it, so a dropped future
+/// leaks neither a process nor a zombie.
 struct Process {
     child: Option<tokio::process::Child>,
-    group: Group,
+    supervisor: Supervisor,
 }
 
 impl Drop for Process {
     fn drop(&mut self) {
-        self.group.kill();
-        let Some(mut child) = self.child.take() else { return };
-        if matches!(child.try_wait(), Ok(None))
-            && let Ok(runtime) = tokio::runtime::Handle::try_current()
-        {
-            // SIGKILL cannot be caught: this ends at once.
+        if self.supervisor.pid.is_none() {
+            return; // reaped, or already told to stop and waited for
+        }
+        self.supervisor.stop();
+        let Some(child) = self.child.take() else { return };
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
-                let _ = child.wait().await;
+                let _ = end(child).await;
             });
+        }
+    }
+}
+
+/// Waits for a supervisor told to stop; past [`STOP_GRACE`], kills it.
+async fn end(mut child: tokio::process::Child) -> std::io::Result<ExitStatus> {
+    match tokio::time::timeout(STOP_GRACE, child.wait()).await {
+        Ok(status) => status,
+        Err(_) => {
+            let _ = child.start_kill();
+            child.wait().await
         }
     }
 }
@@ -427,9 +453,9 @@ impl Command {
         let started = std::time::Instant::now();
         let mut child = command.spawn().map_err(|err| self.spawn_error(&err))?;
         let (input, stdout, stderr) = (child.stdin.take(), child.stdout.take(), child.stderr.take());
-        let pgid = child.id().and_then(|id| libc::pid_t::try_from(id).ok());
-        let mut process = Process { child: Some(child), group: Group { pgid } };
-        let Process { child: Some(child), group } = &mut process else {
+        let pid = child.id().and_then(|id| libc::pid_t::try_from(id).ok());
+        let mut process = Process { child: Some(child), supervisor: Supervisor { pid } };
+        let Process { child: Some(child), supervisor } = &mut process else {
             return Err(format!("`{}` started but cannot be waited for", self.name));
         };
         let max = self.max_bytes;
@@ -442,10 +468,11 @@ impl Command {
                 }
             };
             let wait = async {
+                // The supervisor exits once the program has and whatever it
+                // left running is killed; that also closes their copies of
+                // the pipes, so the reads below end.
                 let status = child.wait().await;
-                // Whatever it left running is killed now; that also closes
-                // their copies of the pipes, so the reads below end.
-                group.kill();
+                supervisor.reaped();
                 status
             };
             let (status, (), out, err) =
@@ -459,9 +486,10 @@ impl Command {
                 Ok(Ran { status, stdout, stderr })
             }
             Err(_) => {
-                group.kill();
-                // SIGKILL cannot be caught: this reaps it at once.
-                let _ = child.wait().await;
+                supervisor.stop();
+                if let Some(child) = process.child.take() {
+                    let _ = end(child).await;
+                }
                 tracing::debug!(program = %self.name, timeout = ?self.timeout, "command timed out");
                 Err(format!(
                     "`{}` did not finish within {} and was killed, with every process it started",
