@@ -71,7 +71,14 @@ pub unsafe fn supervise(carte: libc::pid_t) -> std::io::Result<()> {
         // streams (carte reads them to their end, which comes when the
         // supervisor and every process of the run are gone): in particular
         // not the pipe on which the program's `exec` reports success.
-        libc::close_range(3, libc::c_uint::MAX, 0);
+        if libc::close_range(3, libc::c_uint::MAX, 0) != 0 {
+            // Before Linux 5.9: one by one, up to the descriptor limit.
+            let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+            let most = if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 { limit.rlim_cur } else { 1024 };
+            for fd in 3..most.min(1 << 20) {
+                libc::close(fd as libc::c_int);
+            }
+        }
         let status = wait_for(program);
         end_everything(program);
         exit_like(status)
