@@ -193,13 +193,7 @@ fn runaway_calls() -> [(&'static str, Value); 3] {
 
 /// The most resident memory process `pid` has had, in bytes (`VmHWM`).
 fn peak_rss(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc/PID/status");
-    let kib = status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmHWM:"))
-        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .expect("VmHWM in /proc/PID/status");
-    kib * 1024
+    common::memory_bytes(pid, "VmHWM").expect("VmHWM in /proc/PID/status")
 }
 
 const MEMORY_CEILING: u64 = 512 << 20;

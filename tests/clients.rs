@@ -135,14 +135,9 @@ fn a_reload_report_names_only_what_that_client_subscribed_to() {
     }
 }
 
-/// The resident memory of process `pid`, in bytes (`VmRSS` in /proc).
+/// The resident memory of process `pid`, in bytes (`VmRSS` in /proc; 0 once it is gone).
 fn resident_bytes(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    let kib = status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse::<u64>().ok());
-    kib.unwrap_or(0) * 1024
+    common::memory_bytes(pid, "VmRSS").unwrap_or(0)
 }
 
 #[test]

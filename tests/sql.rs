@@ -331,11 +331,6 @@ fn values_are_capped_in_bytes_not_only_rows() {
     assert_eq!(text(&result), "16 rows, truncated: True");
     let notice = result["content"][1]["text"].as_str().unwrap_or_default();
     assert!(notice.contains("held more than 16 MiB") && notice.contains("first 16 only"), "{result}");
-    let status = std::fs::read_to_string(format!("/proc/{}/status", server.pid())).unwrap();
-    let peak_kib: u64 = status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmHWM:"))
-        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap();
-    assert!(peak_kib < 400 << 10, "carte's resident memory peaked at {} MiB", peak_kib >> 10);
+    let peak = common::memory_bytes(server.pid(), "VmHWM").expect("VmHWM in /proc/PID/status");
+    assert!(peak < 400 << 20, "carte's resident memory peaked at {} MiB", peak >> 20);
 }

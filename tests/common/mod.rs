@@ -436,6 +436,21 @@ pub fn group_members(pgid: u32) -> Vec<(u32, char)> {
     members
 }
 
+/// A memory figure of process `pid` from `/proc/PID/status` (`VmRSS`: now,
+/// `VmHWM`: its peak), in bytes; `None` once the process is gone.
+pub fn memory_bytes(pid: u32, field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kib = status
+        .lines()
+        .find_map(|line| line.strip_prefix(field)?.strip_prefix(':'))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse::<u64>()
+        .ok()?;
+    Some(kib * 1024)
+}
+
 /// Waits (bounded) for `path` to hold a line; the number on it (the pid a
 /// test's program wrote, e.g. `echo $$ > group.pid`).
 pub fn read_pid(path: &Path) -> u32 {

@@ -34,7 +34,7 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{CancelToken, Config, NoTls, SimpleQueryMessage};
 
-use super::engine::{Aborted, MAX_ROWS, Rows, SqlError};
+use super::engine::{Aborted, Rows, SqlError};
 use super::named::{Translated, translate};
 use super::pg_values::{Cell, encode};
 
@@ -309,7 +309,7 @@ enum Ran {
 }
 
 /// Sends `BEGIN; SET LOCAL …`, the statement and "did it write?" in one
-/// round trip, and reads at most [`MAX_ROWS`] rows.
+/// round trip, and reads at most the rows [`Rows::keep`] keeps.
 async fn run(
     client: &deadpool_postgres::ClientWrapper,
     translated: &Translated,
@@ -326,10 +326,6 @@ async fn run(
         let mut stream = std::pin::pin!(stream);
         let mut rows = Rows::default();
         while let Some(row) = stream.try_next().await? {
-            if rows.rows.len() == MAX_ROWS {
-                rows.truncated = true;
-                break;
-            }
             let mut record = Map::new();
             for (idx, column) in row.columns().iter().enumerate() {
                 let Cell(value) = row.try_get(idx)?;

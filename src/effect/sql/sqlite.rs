@@ -21,7 +21,7 @@
 //! awaited on the async side, so neither a slow query nor a waiting
 //! transaction stalls other requests. A statement is stopped by SQLite's
 //! progress handler when it runs past its timeout or when its call is
-//! cancelled (see [`CancelOnDrop`]), and at most [`MAX_ROWS`] rows holding at
+//! cancelled (see [`CancelOnDrop`]), and at most [`MAX_ROWS`](super::engine::MAX_ROWS) rows holding at
 //! most [`MAX_RESULT_BYTES`](super::engine::MAX_RESULT_BYTES) are read from it;
 //! SQLite builds no text or blob longer than that (`SQLITE_LIMIT_LENGTH`).
 
@@ -37,7 +37,7 @@ use rusqlite::Connection;
 use rusqlite::types::{Value as SqlValue, ValueRef};
 use serde_json::{Map, Value};
 
-use super::engine::{Aborted, CancelOnDrop, MAX_ROWS, Rows, SqlError};
+use super::engine::{Aborted, CancelOnDrop, Rows, SqlError};
 
 mod setup;
 pub use setup::{Probe, SetupPlan, apply_setup};
@@ -125,7 +125,7 @@ impl Database {
     }
 
     /// Runs `statement` with `arguments` bound to its `:params`, in a
-    /// transaction, and returns the first [`MAX_ROWS`] rows it produced
+    /// transaction, and returns the first rows it produced ([`Rows::keep`])
     /// (column → value), committed. It is stopped after `timeout`, or as soon
     /// as `cancel` is set; a stopped statement changes nothing.
     pub fn execute(
@@ -183,10 +183,6 @@ impl Database {
                 let mut raw = prepared.raw_query();
                 let mut rows = Rows { wrote: writes, ..Rows::default() };
                 while let Some(row) = raw.next()? {
-                    if rows.rows.len() == MAX_ROWS {
-                        rows.truncated = true;
-                        break;
-                    }
                     let mut record = Map::new();
                     for (idx, column) in columns.iter().enumerate() {
                         record.insert(column.clone(), from_sql(row.get_ref(idx)?));
@@ -379,7 +375,7 @@ fn from_sql(value: ValueRef<'_>) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::effect::sql::engine::{DEFAULT_TIMEOUT, MAX_TIMEOUT};
+    use crate::effect::sql::engine::{DEFAULT_TIMEOUT, MAX_ROWS, MAX_TIMEOUT};
 
     fn temp_dir(name: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!("carte-sql-{name}-{}", std::process::id()));

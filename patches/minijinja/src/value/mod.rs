@@ -1217,10 +1217,7 @@ impl Value {
             + Sync
             + 'static,
     {
-        Value::from_object(Iterable {
-            maker: Box::new((object, maker)),
-            depth: 1,
-        })
+        Value::make_nested_iterable(1, object, maker)
     }
 
     /// carte: like [`make_object_iterable`](Self::make_object_iterable), for
