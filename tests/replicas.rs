@@ -3,7 +3,7 @@
 //! failure with `CARTE_REQUIRE_POSTGRES=1`): a legacy session started on one
 //! replica continues on the other, a booking made through one is heard by a
 //! subscriber of the other, and a task started on one is read and cancelled
-//! through the other. A `--state` database that does not answer leaves
+//! through the other, or reported failed there when the first is killed. A `--state` database that does not answer leaves
 //! carte up but not ready.
 
 mod common;
@@ -195,6 +195,25 @@ fn a_task_started_on_one_replica_is_read_and_cancelled_through_the_other() {
     }
     let (_, ready) = readyz(a.addr);
     assert_eq!(ready["callsInFlight"], 0, "{ready}");
+}
+
+#[test]
+fn a_task_whose_replica_was_killed_fails_on_the_other_and_its_program_is_gone() {
+    let Some((dir, _database, a, b)) = two_replicas("replicas_killed") else { return };
+    let created = modern(a.addr, "tools/call", json!({ "name": "sleeper", "arguments": {} }));
+    let id = created["taskId"].as_str().expect("a task id").to_owned();
+    let pgid = read_pid(&dir.path("group.pid"));
+    assert_eq!(modern(b.addr, "tasks/get", json!({ "taskId": id }))["status"], "working");
+    a.signal("KILL");
+    // The program died with its replica, and the other replica says how the task ended.
+    assert_group_gone(pgid);
+    let failed = wait_status(b.addr, &id, &["failed", "cancelled", "completed"]);
+    assert_eq!(failed["status"], "failed", "{failed}");
+    let message = failed["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.starts_with("its replica stopped"), "{failed}");
+    // A cancel now changes nothing.
+    assert_eq!(modern(b.addr, "tasks/cancel", json!({ "taskId": id })), json!({ "resultType": "complete" }));
+    assert_eq!(modern(b.addr, "tasks/get", json!({ "taskId": id }))["status"], "failed");
 }
 
 /// Polls `tasks/get` on `addr` (bounded) until task `id` is in one of `statuses`.

@@ -156,14 +156,15 @@ impl Tasks {
         }
     }
 
-    /// After events may have been missed: each task running here that was
-    /// cancelled meanwhile stops, the others wake to take any answers.
+    /// After events may have been missed: each task running here that
+    /// settled meanwhile (cancelled, or failed while the others took this
+    /// replica for stopped) stops, the others wake to take any answers.
     pub async fn recheck(&self) {
         let running: Vec<(String, String)> =
             self.running().iter().map(|(id, running)| (id.clone(), running.owner.clone())).collect();
         for (id, owner) in running {
             match self.store.get(&owner, &id).await {
-                Ok(Some(record)) => self.heard(&id, record.state == State::Cancelled),
+                Ok(Some(record)) => self.heard(&id, record.state.is_terminal()),
                 Ok(None) => {}
                 Err(err) => tracing::warn!("task {id}: could not check whether it was cancelled: {err}"),
             }

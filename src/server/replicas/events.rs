@@ -7,7 +7,8 @@
 //! `LISTEN`s; it is made again with backoff when it drops, and after a
 //! reconnect every database counts as changed once (events may have been
 //! missed; only subscribed resources are read again) and the tasks running
-//! here are checked for a cancel. Events are published
+//! here are checked: one settled meanwhile (cancelled, or failed because
+//! the others took this replica for stopped) stops. Events are published
 //! with `SELECT pg_notify(…)` on a pooled connection after the change
 //! committed; the writes on one database share a notice not sent yet (so at
 //! most one waits per database). A replica ignores the events it published (their `origin`).
@@ -185,6 +186,11 @@ impl Replicas {
         if let Err(err) = super::create_tables(&client, true).await {
             driver.abort();
             return format!("cannot create the tables or listen: {}", super::reason(&err));
+        }
+        // Held as long as this connection: the others' sign that this replica lives.
+        if let Err(err) = client.execute("SELECT pg_advisory_lock($1)", &[&self.alive_lock]).await {
+            driver.abort();
+            return format!("cannot take this replica's lock: {}", super::reason(&err));
         }
         self.set_down(None);
         backoff.reset();

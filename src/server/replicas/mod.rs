@@ -13,7 +13,10 @@
 //!
 //! The tables are created at start (and after every reconnect of the
 //! listener) under an advisory lock, so replicas starting together do not
-//! race. A database that does not answer never stops carte: `/readyz` says
+//! race. While its listener is connected a replica holds an advisory lock
+//! of its own: when the process dies, PostgreSQL drops it, and another
+//! replica reading a task that ran there reports it failed ("its replica
+//! stopped"). A database that does not answer never stops carte: `/readyz` says
 //! so, the listener retries, and requests that need it fail with an error.
 
 pub mod events;
@@ -54,6 +57,7 @@ CREATE TABLE IF NOT EXISTS carte_tasks (
     record jsonb NOT NULL,
     expires_ms bigint NOT NULL
 );
+ALTER TABLE carte_tasks ADD COLUMN IF NOT EXISTS runner bigint;
 CREATE INDEX IF NOT EXISTS carte_tasks_owner ON carte_tasks (owner);
 CREATE INDEX IF NOT EXISTS carte_tasks_expires ON carte_tasks (expires_ms);
 ";
@@ -69,6 +73,10 @@ pub struct Replicas {
     pool: Pool,
     /// This process's id on [`CHANNEL`]: events it published carry it.
     origin: String,
+    /// The advisory lock this process's listener holds while it is
+    /// connected: the others see from it that this replica is alive (a
+    /// task row names the lock of the replica running it).
+    alive_lock: i64,
     /// Why the listener is not connected, if it is not.
     down: Mutex<Option<String>>,
     /// How long a legacy session is kept without activity.
@@ -108,11 +116,13 @@ impl Replicas {
             .recycle_timeout(Some(CONNECT_TIMEOUT))
             .build()
             .map_err(|err| format!("{shown}: cannot make a connection pool: {err}"))?;
+        let origin = uuid::Uuid::new_v4();
         Ok(Replicas {
             config,
             shown,
             pool,
-            origin: uuid::Uuid::new_v4().to_string(),
+            alive_lock: alive_lock(&origin),
+            origin: origin.to_string(),
             down: Mutex::new(Some("not connected yet".to_owned())),
             session_idle,
             unsent: Mutex::default(),
@@ -186,6 +196,14 @@ async fn create_tables(client: &tokio_postgres::Client, listen: bool) -> Result<
     client
         .batch_execute(&format!("BEGIN; SELECT pg_advisory_xact_lock({SCHEMA_LOCK}); {SCHEMA} COMMIT; {listen}"))
         .await
+}
+
+/// The advisory lock key a replica of `origin` holds while it lives: 63
+/// random bits (positive, so `pg_locks` shows it as two unsigned halves
+/// that add up again, see [`tasks`]).
+fn alive_lock(origin: &uuid::Uuid) -> i64 {
+    let (high, _) = origin.as_u64_pair();
+    i64::try_from(high >> 1).unwrap_or(i64::MAX)
 }
 
 /// `postgres://USER@HOST:PORT/DATABASE` of `config`, never its password.

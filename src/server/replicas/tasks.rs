@@ -9,6 +9,12 @@
 //! transaction (a change locks its row); creating one sweeps the expired rows
 //! and counts under an advisory lock, so two replicas cannot both take the
 //! last place.
+//!
+//! A row also names the replica running the task (`runner`: the advisory
+//! lock its listener holds while it lives). A task that has not settled
+//! and whose runner's lock is gone is settled as failed, "its replica
+//! stopped", by whichever replica reads or changes it next: its run died
+//! with that process (and the programs it started with it).
 
 use std::sync::Arc;
 
@@ -34,6 +40,24 @@ impl PgTaskStore {
 
 fn failed(err: tokio_postgres::Error) -> StoreError {
     StoreError::Failed(format!("the state database failed: {}", super::reason(&err)))
+}
+
+/// Whether the row's runner is another replica that is gone: no session
+/// holds its advisory lock any more (`pg_locks` shows a bigint key as two
+/// unsigned 32-bit halves, `objsubid` 1). `$1` is this replica's lock.
+const ORPHANED: &str = "(runner IS NOT NULL AND runner <> $1 AND NOT EXISTS (
+    SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1
+        AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+        AND classid::bigint * 4294967296 + objid::bigint = runner))";
+
+/// How a task whose replica stopped ended.
+fn replica_stopped() -> State {
+    State::Failed {
+        error: serde_json::json!({
+            "code": rmcp::model::ErrorCode::INTERNAL_ERROR.0,
+            "message": "its replica stopped before the task finished: the run ended with that process",
+        }),
+    }
 }
 
 /// ms as PostgreSQL's bigint.
@@ -63,14 +87,20 @@ async fn change<T>(
     let now = now_ms();
     let row = transaction
         .query_opt(
-            "SELECT record FROM carte_tasks WHERE id = $1 AND ($2::text IS NULL OR owner = $2) AND expires_ms > $3 FOR UPDATE",
-            &[&id, &owner, &sql_ms(now)],
+            &format!(
+                "SELECT record, {ORPHANED} FROM carte_tasks
+                 WHERE id = $2 AND ($3::text IS NULL OR owner = $3) AND expires_ms > $4 FOR UPDATE"
+            ),
+            &[&store.replicas.alive_lock, &id, &owner, &sql_ms(now)],
         )
         .await
         .map_err(failed)?;
     let Some(row) = row else { return Ok(None) };
     let mut record = from_json(row.try_get(0).map_err(failed)?)?;
+    let orphaned: bool = row.try_get(1).map_err(failed)?;
+    let settled = if orphaned { record.settle(replica_stopped(), now) } else { None };
     let (answer, expires) = change(&mut record, now);
+    let expires = expires.or(settled);
     let record = to_json(&record)?;
     transaction
         .execute(
@@ -106,8 +136,8 @@ impl TaskStore for PgTaskStore {
             let expires = sql_ms(record.created_ms.saturating_add(record.ttl_ms.saturating_mul(2)));
             transaction
                 .execute(
-                    "INSERT INTO carte_tasks (id, owner, record, expires_ms) VALUES ($1, $2, $3, $4)",
-                    &[&record.id, &record.owner, &to_json(&record)?, &expires],
+                    "INSERT INTO carte_tasks (id, owner, record, expires_ms, runner) VALUES ($1, $2, $3, $4, $5)",
+                    &[&record.id, &record.owner, &to_json(&record)?, &expires, &self.replicas.alive_lock],
                 )
                 .await
                 .map_err(failed)?;
@@ -120,12 +150,22 @@ impl TaskStore for PgTaskStore {
             let client = self.replicas.client().await.map_err(StoreError::Failed)?;
             let row = client
                 .query_opt(
-                    "SELECT record FROM carte_tasks WHERE id = $1 AND owner = $2 AND expires_ms > $3",
-                    &[&id, &owner, &sql_ms(now_ms())],
+                    &format!(
+                        "SELECT record, {ORPHANED} FROM carte_tasks WHERE id = $2 AND owner = $3 AND expires_ms > $4"
+                    ),
+                    &[&self.replicas.alive_lock, &id, &owner, &sql_ms(now_ms())],
                 )
                 .await
                 .map_err(failed)?;
-            row.map(|row| from_json(row.try_get(0).map_err(failed)?)).transpose()
+            let Some(row) = row else { return Ok(None) };
+            let record = from_json(row.try_get(0).map_err(failed)?)?;
+            let orphaned: bool = row.try_get(1).map_err(failed)?;
+            if orphaned && !record.state.is_terminal() {
+                drop(client);
+                // Settled under the row's lock (`change` finds it orphaned too).
+                return change(self, id, Some(owner), |record, _| (record.clone(), None)).await;
+            }
+            Ok(Some(record))
         })
     }
 
@@ -256,6 +296,36 @@ mod tests {
         store.set("t1", State::Working).await.unwrap();
         let state = store.get("me", "t1").await.unwrap().map(|r| r.state);
         assert_eq!(state, Some(State::Completed { result: json!({"content": []}) }));
+        scratch.drop_database().await;
+    }
+
+    #[tokio::test]
+    async fn a_task_whose_replica_is_gone_fails_and_one_whose_replica_lives_runs_on() {
+        let Some(scratch) = scratch("orphans").await else { return };
+        let store = &scratch.store;
+        store.create(record("alive", "me", 60_000)).await.unwrap();
+        store.create(record("gone", "me", 60_000)).await.unwrap();
+        store.create(record("mine", "me", 60_000)).await.unwrap();
+        // Another replica that lives holds its lock (a key whose low half is past i32).
+        let other = store.replicas.client().await.unwrap();
+        let (living, dead) = (0x1234_5678_9abc_def0_i64, 0x1234_5678_9abc_def1_i64);
+        other.execute("SELECT pg_advisory_lock($1)", &[&living]).await.unwrap();
+        let client = store.replicas.client().await.unwrap();
+        client.execute("UPDATE carte_tasks SET runner = $1 WHERE id = 'alive'", &[&living]).await.unwrap();
+        client.execute("UPDATE carte_tasks SET runner = $1 WHERE id = 'gone'", &[&dead]).await.unwrap();
+        let state = |id: &'static str| async move { store.get("me", id).await.unwrap().unwrap().state };
+        assert_eq!(state("alive").await, State::Working);
+        assert_eq!(state("mine").await, State::Working, "this replica runs it");
+        let State::Failed { error } = state("gone").await else { panic!("not failed") };
+        assert!(error["message"].as_str().is_some_and(|m| m.starts_with("its replica stopped")), "{error}");
+        // A cancel after that changes nothing: it failed.
+        assert!(store.cancel("me", "gone").await.unwrap());
+        assert!(matches!(state("gone").await, State::Failed { .. }));
+        // A cancel reaching a task whose replica just died finds it failed too.
+        other.execute("SELECT pg_advisory_unlock($1)", &[&living]).await.unwrap();
+        assert!(store.cancel("me", "alive").await.unwrap());
+        assert!(matches!(state("alive").await, State::Failed { .. }));
+        drop((client, other));
         scratch.drop_database().await;
     }
 
