@@ -25,7 +25,7 @@
 //! `diag` uses `secret`; `render` uses `diag`; `catalog` uses those; `resource`, `content`,
 //! `prompt` and `run` use `catalog` and `render` (`content` uses `resource`,
 //! `prompt` and `run` use `content`); `server` uses all of them; `reload`
-//! uses `server`. `tests/architecture.rs` checks this, and that only
+//! uses `server`. `tests/it/architecture.rs` checks this, and that only
 //! `server` names rmcp.
 #![deny(missing_docs)]
 

@@ -8,7 +8,7 @@
 //! operations through their JSON face, [`Answer`]: the result as a client
 //! receives it, or the JSON-RPC error as carte's own [`RequestError`]. So what
 //! the CLI prints is what a client receives, and no code outside `server/`
-//! names an rmcp type (`tests/architecture.rs` checks it).
+//! names an rmcp type (`tests/it/architecture.rs` checks it).
 //!
 //! Requests reach the snapshot through a [`View`] (in [`view`]): the
 //! snapshot as one client sees it, every tool or one toolset's.
