@@ -210,7 +210,11 @@ carte complete catalog.yaml plan_day room")]
         uri: String,
     },
     /// Print the JSON Schema of the catalog format (for editors: yaml-language-server).
-    Schema,
+    Schema {
+        /// Print the catalog reference (every key, as Markdown) instead: the book's "Every key" page.
+        #[arg(long)]
+        markdown: bool,
+    },
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]

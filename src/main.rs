@@ -295,8 +295,13 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let Some(snapshot) = load_or_report(&catalog) else { return Ok(ExitCode::from(1)) };
             Ok(print_answer(runtime()?.block_on(snapshot.read_resource_live_json(&uri))))
         }
-        Command::Schema => {
-            print_json(&catalog::structure::catalog_schema());
+        Command::Schema { markdown } => {
+            let schema = catalog::structure::catalog_schema();
+            if markdown {
+                print!("{}", catalog::reference::catalog_reference(&schema));
+            } else {
+                print_json(&schema);
+            }
             Ok(ExitCode::SUCCESS)
         }
     }

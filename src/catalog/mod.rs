@@ -18,6 +18,7 @@
 //! holds an `Arc<Catalog>` sees one consistent menu from start to end.
 
 pub mod model;
+pub mod reference;
 pub mod schema;
 pub mod source;
 pub mod structure;

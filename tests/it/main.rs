@@ -11,6 +11,7 @@ mod check;
 mod cli;
 mod clients;
 mod data;
+mod docs;
 mod effect_command;
 mod effect_http;
 mod http;
