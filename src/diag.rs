@@ -347,9 +347,8 @@ mod tests {
 
     #[test]
     fn renders_location_snippet_and_hint() {
-        let dir = std::env::temp_dir().join(format!("carte-diag-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let file = dir.join("c.yaml");
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("c.yaml");
         std::fs::write(&file, "tools:\n  - descripton: x\n").unwrap();
         let loc = Location { file: file.clone(), line: 2, column: 5, width: 10 };
         let d =

@@ -1,6 +1,6 @@
 //! Durations as a catalog writes them (`250ms`, `5s`, `1.5m`, `1h`, or a
-//! number of milliseconds), as carte prints them back, and the longest a
-//! `sleep` step may wait.
+//! number of milliseconds), as carte prints them back, the longest a
+//! `sleep` step may wait, and the waits of a backoff ([`doubling`]).
 //!
 //! A leaf module: the catalog format, the steps and the effects all read
 //! durations, and none of them owns the others.
@@ -9,6 +9,12 @@ use std::time::Duration;
 
 use schemars::JsonSchema;
 use serde::Deserialize;
+
+/// The wait before attempt `attempt + 1` of something tried again: `first`
+/// after the first attempt, doubled after each one, at most `most`.
+pub fn doubling(first: Duration, attempt: u32, most: Duration) -> Duration {
+    first.saturating_mul(1 << attempt.saturating_sub(1).min(16)).min(most)
+}
 
 /// A duration: milliseconds, or a number with a unit (`250ms`, `5s`, `1m`, `1h`).
 #[derive(Debug, Clone, Deserialize, JsonSchema)]

@@ -4,10 +4,11 @@
 //! # Layout
 //! - [`catalog`]: YAML files → validated, immutable [`catalog::Catalog`] (no tokio, no rmcp);
 //! - [`diag`]: diagnostics and how they are printed;
+//! - [`sync`]: locks that outlive a panic (every lock is taken through it);
 //! - [`secret`]: text leaving carte, with the environment's secrets hidden
 //!   (redacted before it is cut);
-//! - [`effect`]: what tools do before their result renders (`sql`): each
-//!   effect's keys, load-time checks and run, in its own module;
+//! - [`effect`]: what tools do before their result renders (`sql`, `http`,
+//!   `command`): each effect's keys, load-time checks and run, in its own module;
 //! - [`render`]: the minijinja environment (`fail()`, fuel);
 //! - [`metrics`]: the Prometheus registry `/metrics` serves;
 //! - [`run`], [`prompt`], [`resource`], [`content`]: what tools, prompts and
@@ -42,5 +43,6 @@ pub mod resource;
 pub mod run;
 pub mod secret;
 pub mod server;
+pub mod sync;
 pub mod telemetry;
 pub mod uri_template;

@@ -2,7 +2,7 @@
 //! records into it, and the text exposition `/metrics` serves.
 //!
 //! Recording is cheap and always on: each label set is a small value of
-//! `&'static str`s and enums (a tool's name is interned once, see
+//! `&'static str`s and enums, and a tool's name an `Arc<str>` interned once (see
 //! [`tool_label`]), and recording is a read lock on the family plus atomic
 //! adds. Label values are bounded: methods and protocol versions map to fixed
 //! strings, a tool name the catalog does not have becomes [`UNKNOWN_TOOL`].
@@ -15,7 +15,7 @@
 //! (`mcp.server.operation.duration` → `mcp_server_operation_duration_seconds`).
 
 use std::collections::HashMap;
-use std::sync::{Arc, LazyLock, PoisonError, RwLock};
+use std::sync::{Arc, LazyLock, RwLock};
 use std::time::Duration;
 
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
@@ -299,10 +299,10 @@ pub fn tool_label(name: &str, known: bool) -> Arc<str> {
     if !known {
         return metrics.unknown_tool.clone();
     }
-    if let Some(label) = metrics.tool_names.read().unwrap_or_else(PoisonError::into_inner).get(name) {
+    if let Some(label) = crate::sync::read(&metrics.tool_names).get(name) {
         return label.clone();
     }
-    let mut names = metrics.tool_names.write().unwrap_or_else(PoisonError::into_inner);
+    let mut names = crate::sync::write(&metrics.tool_names);
     names.entry(Box::from(name)).or_insert_with(|| Arc::from(name)).clone()
 }
 

@@ -16,7 +16,7 @@
 //!   at that edge is hidden too.
 
 use std::borrow::Cow;
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, RwLock};
 
 /// Secrets shorter than this many bytes are not redacted: `${PORT}` or
 /// `${DEBUG}` hold values (`8080`, `true`) that would blot out ordinary
@@ -47,7 +47,7 @@ pub fn remember(name: &str, value: &str) {
     if value.len() < MIN_SECRET_BYTES {
         return;
     }
-    let mut guard = SECRETS.write().unwrap_or_else(PoisonError::into_inner);
+    let mut guard = crate::sync::write(&SECRETS);
     let mut pairs = guard.as_ref().map(|secrets| secrets.pairs.clone()).unwrap_or_default();
     if pairs.iter().any(|(known, _)| known == value) {
         return;
@@ -108,7 +108,7 @@ pub fn redact(text: &str) -> Cow<'_, str> {
 }
 
 fn current() -> Option<Arc<Secrets>> {
-    SECRETS.read().unwrap_or_else(PoisonError::into_inner).clone()
+    crate::sync::read(&SECRETS).clone()
 }
 
 /// Where a text handed to [`excerpt`] was already cut before it arrived.

@@ -10,7 +10,7 @@
 //! load. The helpers here do nothing for a disabled span.
 
 use std::collections::HashMap;
-use std::sync::{Mutex, PoisonError};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use opentelemetry::propagation::TextMapPropagator as _;
@@ -144,7 +144,7 @@ impl OtlpClient {
     /// Logs a change: exports started failing (`problem`), still fail
     /// (again after [`WARN_AGAIN_AFTER`]), or work again (`None`).
     fn tell(&self, problem: Option<String>) {
-        let mut failing = self.failing.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut failing = crate::sync::lock(&self.failing);
         match (problem, *failing) {
             (None, None) => {}
             (None, Some(_)) => {

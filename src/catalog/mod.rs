@@ -592,38 +592,42 @@ pub fn load_with(path: &Path, env: &dyn Fn(&str) -> Option<String>, previous: Op
     Loaded { catalog, diagnostics, inputs }
 }
 
+/// The catalog of one file's text, for unit tests: written to a scratch
+/// folder and loaded (the folder is gone after); panics with the
+/// diagnostics if the text has errors.
+#[cfg(test)]
+pub(crate) fn from_text(yaml: &str) -> Catalog {
+    let dir = tempfile::tempdir().expect("a scratch folder");
+    let path = dir.path().join("catalog.yaml");
+    std::fs::write(&path, yaml).expect("the catalog is written");
+    let loaded = load(&path);
+    loaded.catalog.unwrap_or_else(|| panic!("{:?}", loaded.diagnostics))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     /// A fresh folder under the system's temp folder, removed on drop.
-    struct Folder(PathBuf);
+    /// A scratch folder (removed when dropped).
+    struct Folder(tempfile::TempDir);
 
     impl Folder {
-        fn new(name: &str) -> Folder {
-            let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
-            let path = std::env::temp_dir().join(format!("carte-unit-{name}-{}-{nanos}", std::process::id()));
-            std::fs::create_dir_all(&path).unwrap();
-            Folder(path)
+        fn new() -> Folder {
+            Folder(tempfile::tempdir().unwrap())
         }
 
         fn write(&self, name: &str, text: &str) -> PathBuf {
-            let path = self.0.join(name);
+            let path = self.0.path().join(name);
             std::fs::create_dir_all(path.parent().unwrap()).unwrap();
             std::fs::write(&path, text).unwrap();
             path
         }
     }
 
-    impl Drop for Folder {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-
     #[test]
     fn a_load_records_what_it_read_from_every_file() {
-        let folder = Folder::new("inputs");
+        let folder = Folder::new();
         let root = folder.write(
             "catalog.yaml",
             "server: { name: t, version: 1.0.0 }\ninclude: [\"tools/*.yaml\"]\nresources:\n  - { uri: \"file:///notes\", name: notes, file: notes.txt, mimeType: text/plain }\nprompts:\n  - { name: hi, description: Hi., messages: [{ role: user, template: hi.j2 }] }\n",
@@ -649,7 +653,7 @@ mod tests {
 
     #[test]
     fn a_catalog_that_declares_nothing_is_an_error() {
-        let folder = Folder::new("empty");
+        let folder = Folder::new();
         for text in ["", "# only a comment\n", "---\n", "server: { name: b }\n", "tools: []\nprompts:\n"] {
             let root = folder.write("catalog.yaml", text);
             let loaded = load_with(&root, &|_| None, None);
@@ -669,7 +673,7 @@ mod tests {
 
     #[test]
     fn required_names_a_declared_property_at_every_level() {
-        let folder = Folder::new("required");
+        let folder = Folder::new();
         let tool = |schema: &str| {
             format!(
                 "tools:\n  - name: t\n    description: T.\n    inputSchema: {schema}\n    run: {{ text: \"{{{{ arguments }}}}\" }}\n"
@@ -694,7 +698,7 @@ mod tests {
 
     #[test]
     fn an_entry_left_out_for_a_mistake_is_not_blamed_again() {
-        let folder = Folder::new("left-out");
+        let folder = Folder::new();
         let root = folder.write(
             "catalog.yaml",
             "databases:\n  db: { url: 5 }\ntools:\n  - { name: q, description: Q., run: { sql: { database: db, statement: SELECT 1 } } }\nresources:\n  - { uri: \"x://menu\", name: menu, text: [oops] }\nprompts:\n  - { name: p, description: P., messages: [{ role: user, resource: \"x://menu\" }] }\n",
@@ -706,7 +710,7 @@ mod tests {
 
     #[test]
     fn any_change_since_reading_is_noticed() {
-        let folder = Folder::new("changed");
+        let folder = Folder::new();
         let path = folder.write("a.txt", "one");
         let mut inputs = Inputs::default();
         inputs.record(&path, b"one");

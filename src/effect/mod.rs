@@ -325,7 +325,3 @@ effects! {
     /// Runs a program (never a shell); its `stdout`, `stderr` and `exit_code` are in the result template.
     command: command::Command(command::CommandSpec),
 }
-
-/// Effects the catalog format names; those not in [`KEYS`] are not in this
-/// version of carte, and a catalog that uses one is told so.
-pub const PLANNED: &[&str] = &["command", "http", "sql"];

@@ -129,68 +129,56 @@ fn read(snapshot: &Snapshot, uri: &str) -> Value {
 mod tests {
     use super::*;
 
-    fn snapshot(dir: &std::path::Path, yaml: &str) -> Snapshot {
-        let path = dir.join("catalog.yaml");
-        std::fs::write(&path, yaml).unwrap();
-        let loaded = crate::catalog::load(&path);
-        Snapshot::new(loaded.catalog.unwrap_or_else(|| panic!("{:?}", loaded.diagnostics)))
+    fn snapshot(yaml: &str) -> Snapshot {
+        Snapshot::new(crate::catalog::from_text(yaml))
     }
 
     #[test]
     fn names_what_was_added_removed_and_changed() {
-        let dir = std::env::temp_dir().join(format!("carte-diff-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
         let tool = |name: &str, description: &str| {
             format!("  - name: {name}\n    description: {description}\n    run: {{ text: {name} }}\n")
         };
         let head = "server: { name: d, version: 1.0.0 }\ntools:\n";
-        let old = snapshot(&dir, &format!("{head}{}{}", tool("a", "A."), tool("c", "C.")));
-        let new = snapshot(&dir, &format!("{head}{}{}", tool("a", "A, changed."), tool("b", "B.")));
+        let old = snapshot(&format!("{head}{}{}", tool("a", "A."), tool("c", "C.")));
+        let new = snapshot(&format!("{head}{}{}", tool("a", "A, changed."), tool("b", "B.")));
         let diff = compare(&old, &new, &BTreeSet::new());
         assert_eq!(diff.summary, "tools ~a +b -c");
         assert!(diff.changes.tools && !diff.changes.prompts && !diff.changes.resources);
-        let same = snapshot(&dir, &format!("# only a comment\n{head}{}{}", tool("a", "A, changed."), tool("b", "B.")));
+        let same = snapshot(&format!("# only a comment\n{head}{}{}", tool("a", "A, changed."), tool("b", "B.")));
         let diff = compare(&new, &same, &BTreeSet::new());
         assert_eq!(diff.summary, "no visible change");
         assert_eq!(diff.changes, Changes::default());
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
     fn names_the_toolsets_whose_tools_changed() {
-        let dir = std::env::temp_dir().join(format!("carte-diff-toolsets-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
         let catalog = |toolsets: &str, a: &str, b: &str| {
             format!(
                 "server: {{ name: d, version: 1.0.0 }}\ntoolsets: {toolsets}\ntools:\n  - {{ name: a, description: {a}, run: {{ text: a }} }}\n  - {{ name: b, description: {b}, run: {{ text: b }} }}\n"
             )
         };
-        let old = snapshot(&dir, &catalog("{ only_a: [a], only_b: [b], gone: [a] }", "A.", "B."));
-        let new = snapshot(&dir, &catalog("{ only_a: [a], only_b: [b], came: [b] }", "A.", "B changed."));
+        let old = snapshot(&catalog("{ only_a: [a], only_b: [b], gone: [a] }", "A.", "B."));
+        let new = snapshot(&catalog("{ only_a: [a], only_b: [b], came: [b] }", "A.", "B changed."));
         let diff = compare(&old, &new, &BTreeSet::new());
         let names: Vec<&str> = diff.changes.toolsets.iter().map(String::as_str).collect();
         assert_eq!(names, ["came", "gone", "only_b"]);
         assert!(diff.changes.tools);
         assert_eq!(diff.summary, "tools ~b; toolsets ~came ~gone ~only_b");
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
     fn the_summary_leaves_subscribed_resources_to_each_client() {
-        let dir = std::env::temp_dir().join(format!("carte-diff-updated-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
         let catalog = |text: &str| {
             format!(
                 "server: {{ name: d, version: 1.0.0 }}\nresources:\n  - {{ uri: \"x://secret\", name: s, text: {text} }}\n"
             )
         };
-        let old = snapshot(&dir, &catalog("one"));
-        let new = snapshot(&dir, &catalog("two"));
+        let old = snapshot(&catalog("one"));
+        let new = snapshot(&catalog("two"));
         let diff = compare(&old, &new, &BTreeSet::from(["x://secret".to_owned()]));
         assert_eq!(diff.changes.updated, BTreeSet::from(["x://secret".to_owned()]));
         assert_eq!(diff.summary, "no visible change");
         assert_eq!(diff.summary_for(&[]), "no visible change");
         assert_eq!(diff.summary_for(&["x://secret"]), "updated x://secret");
-        let _ = std::fs::remove_dir_all(&dir);
     }
 }

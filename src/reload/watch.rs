@@ -15,7 +15,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use notify::event::{AccessKind, AccessMode, ModifyKind};
@@ -175,9 +175,9 @@ impl Watch {
             {
                 return;
             }
-            let interest = seen.read().unwrap_or_else(PoisonError::into_inner);
+            let interest = crate::sync::read(&seen);
             if closes {
-                written.lock().unwrap_or_else(PoisonError::into_inner).note(&event, |path| interest.matters(path));
+                crate::sync::lock(&written).note(&event, |path| interest.matters(path));
             }
             if event.need_rescan() || event.paths.iter().any(|path| interest.matters(path)) {
                 tracing::debug!("change: {:?} {:?}", event.kind, event.paths);
@@ -204,8 +204,8 @@ impl Watch {
         let interest = Interest::new(inputs);
         let wanted = interest.folders_to_watch();
         // A file that no longer matters is not waited for (its close would not be seen).
-        self.writing.lock().unwrap_or_else(PoisonError::into_inner).0.retain(|path, _| interest.matters(path));
-        *self.interest.write().unwrap_or_else(PoisonError::into_inner) = interest;
+        crate::sync::lock(&self.writing).0.retain(|path, _| interest.matters(path));
+        *crate::sync::write(&self.interest) = interest;
         let stale: Vec<PathBuf> = self
             .watched
             .iter()
@@ -238,13 +238,13 @@ pub struct Writers(Arc<Mutex<Writing>>);
 impl Writers {
     /// The file written the longest, and since when.
     pub fn oldest(&self) -> Option<(PathBuf, Instant)> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner).oldest()
+        crate::sync::lock(&self.0).oldest()
     }
 
     /// Stops waiting for the files being written (a writer that keeps a
     /// file open for too long); their next modification counts again.
     pub fn forget(&self) {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner).0.clear();
+        crate::sync::lock(&self.0).0.clear();
     }
 }
 

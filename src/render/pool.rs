@@ -19,7 +19,7 @@
 //! ends within a bounded time.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, LazyLock, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, LazyLock, Mutex, MutexGuard};
 use std::time::Duration;
 
 use tokio::sync::oneshot;
@@ -97,7 +97,7 @@ impl Pool {
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+        crate::sync::lock(&self.state)
     }
 
     /// Waits for `caller`'s turn (at most [`RENDER_WAIT`]): a slot.

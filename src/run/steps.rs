@@ -588,15 +588,7 @@ tools:
 "#;
 
     fn catalog() -> Arc<Catalog> {
-        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let dir = std::env::temp_dir().join(format!("carte-steps-unit-{}-{n}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("catalog.yaml");
-        std::fs::write(&path, CATALOG).unwrap();
-        let loaded = crate::catalog::load(&path);
-        let _ = std::fs::remove_dir_all(&dir);
-        Arc::new(loaded.catalog.unwrap_or_else(|| panic!("{:?}", loaded.diagnostics)))
+        Arc::new(crate::catalog::from_text(CATALOG))
     }
 
     fn run_once(catalog: &Arc<Catalog>, client: &Recorder, resume: Resume) -> Result<Resume, Stopped> {

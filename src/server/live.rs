@@ -17,8 +17,10 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use crate::sync::lock;
 
 use futures::StreamExt as _;
 
@@ -52,10 +54,6 @@ impl Live {
     pub fn busy(&self) -> bool {
         !lock(&self.passes).is_empty()
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// A tool's write committed on `database`: tells the other replicas, if
@@ -174,23 +172,14 @@ mod tests {
     use super::*;
     use crate::server::Snapshot;
 
-    fn shared(name: &str) -> Arc<Shared> {
-        let dir = std::env::temp_dir().join(format!("carte-live-{name}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("catalog.yaml");
-        std::fs::write(
-            &path,
-            "server: { name: l, version: 1.0.0 }\ntools:\n  - { name: t, description: T., run: { text: t } }\n",
-        )
-        .unwrap();
-        let loaded = crate::catalog::load(&path);
-        let _ = std::fs::remove_dir_all(&dir);
-        Shared::new(Snapshot::new(loaded.catalog.unwrap_or_else(|| panic!("{:?}", loaded.diagnostics))))
+    fn shared() -> Arc<Shared> {
+        let yaml = "server: { name: l, version: 1.0.0 }\ntools:\n  - { name: t, description: T., run: { text: t } }\n";
+        Shared::new(Snapshot::new(crate::catalog::from_text(yaml)))
     }
 
     #[test]
     fn a_burst_of_writes_shares_one_pass_per_database() {
-        let shared = shared("burst");
+        let shared = shared();
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
         runtime.block_on(async {
             // Nothing runs until this task waits: every write of the burst comes before the pass.

@@ -30,7 +30,7 @@ pub mod stdio;
 pub mod tasks;
 pub mod trace;
 
-use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::SystemTime;
 
 use rmcp::ServiceExt;
@@ -104,24 +104,24 @@ impl Shared {
 
     /// Records the outcome of a reload.
     pub fn record_reload(&self, error: Option<String>) {
-        let mut status = self.reloads.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut status = crate::sync::lock(&self.reloads);
         status.last_reload = Some(SystemTime::now());
         status.last_error = error;
     }
 
     /// How the last reload went.
     pub fn reload_status(&self) -> ReloadStatus {
-        self.reloads.lock().unwrap_or_else(PoisonError::into_inner).clone()
+        crate::sync::lock(&self.reloads).clone()
     }
 
     /// The catalog requests are answered from now.
     pub fn snapshot(&self) -> Arc<Snapshot> {
-        self.current.read().unwrap_or_else(PoisonError::into_inner).clone()
+        crate::sync::read(&self.current).clone()
     }
 
     /// Makes `snapshot` current; returns the one it replaced.
     pub fn replace(&self, snapshot: Arc<Snapshot>) -> Arc<Snapshot> {
-        std::mem::replace(&mut *self.current.write().unwrap_or_else(PoisonError::into_inner), snapshot)
+        std::mem::replace(&mut *crate::sync::write(&self.current), snapshot)
     }
 }
 

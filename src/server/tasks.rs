@@ -17,7 +17,7 @@
 //!   longer than its ttl is stopped and the task fails.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, UNIX_EPOCH};
 
 use rmcp::ErrorData;
@@ -179,7 +179,7 @@ impl Tasks {
     }
 
     fn running(&self) -> std::sync::MutexGuard<'_, HashMap<String, Running>> {
-        self.running.lock().unwrap_or_else(PoisonError::into_inner)
+        crate::sync::lock(&self.running)
     }
 
     /// Starts `call` as a task: asks its `askFirst` questions on the call,

@@ -28,21 +28,38 @@ use std::path::{Path, PathBuf};
 /// The modules each top module may use. Read from the bottom up: nothing
 /// depends on a module below it in this list.
 const ALLOWED: &[(&str, &[&str])] = &[
-    ("secret", &[]),
+    ("sync", &[]),
+    ("secret", &["sync"]),
     ("diag", &["secret"]),
     ("uri_template", &[]),
     ("duration", &[]),
-    ("telemetry", &["diag"]),
-    ("metrics", &[]),
-    ("render", &["diag"]),
-    ("effect", &["diag", "duration", "metrics", "render", "secret", "telemetry"]),
+    ("telemetry", &["diag", "sync"]),
+    ("metrics", &["sync"]),
+    ("render", &["diag", "sync"]),
+    ("effect", &["diag", "duration", "metrics", "render", "secret", "sync", "telemetry"]),
     ("catalog", &["diag", "duration", "effect", "render", "secret", "uri_template"]),
     ("resource", &["catalog", "effect", "render"]),
     ("content", &["catalog", "render", "resource"]),
     ("prompt", &["catalog", "content", "render"]),
     ("run", &["catalog", "content", "diag", "duration", "effect", "metrics", "render", "secret"]),
-    ("server", &["catalog", "content", "metrics", "prompt", "render", "resource", "run", "telemetry", "uri_template"]),
-    ("reload", &["catalog", "diag", "metrics", "server", "telemetry"]),
+    (
+        "server",
+        &[
+            "catalog",
+            "content",
+            "duration",
+            "effect",
+            "metrics",
+            "prompt",
+            "render",
+            "resource",
+            "run",
+            "sync",
+            "telemetry",
+            "uri_template",
+        ],
+    ),
+    ("reload", &["catalog", "diag", "metrics", "server", "sync", "telemetry"]),
 ];
 
 /// One token of Rust source: an identifier, a number, `::`, or one

@@ -23,15 +23,6 @@ pub(super) const CAMEL_CASE: &[(&str, &str)] = &[
     ("website_url", "websiteUrl"),
 ];
 
-/// If `key` is an effect the catalog format names but this version of
-/// carte does not provide, and `allowed` are the keys of a `run`: the
-/// effects it does provide, as a person reads them (`` `sql` ``).
-fn unavailable_effect(key: &str, allowed: &[String]) -> Option<String> {
-    let in_run = allowed.iter().any(|a| crate::effect::KEYS.contains(&a.as_str()));
-    let unavailable = crate::effect::PLANNED.contains(&key) && !crate::effect::KEYS.contains(&key);
-    (in_run && unavailable).then(|| crate::effect::KEYS.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", "))
-}
-
 pub(super) fn explain(
     schema: &Value,
     root: &Value,
@@ -63,10 +54,6 @@ pub(super) fn explain(
                 let hint = if let Some((_, camel)) = camel {
                     meant = Some((*camel).to_owned());
                     format!("MCP spells it `{camel}` (camelCase); carte keeps MCP's names")
-                } else if let Some(available) = unavailable_effect(key, &allowed) {
-                    format!(
-                        "the `{key}` runner is not available in this version of carte; use {available}, `text`, `template` or `content`"
-                    )
                 } else if let Some(close) = did_you_mean(key, allowed.iter().map(String::as_str)) {
                     meant = Some(close.to_owned());
                     format!("did you mean `{close}`?")

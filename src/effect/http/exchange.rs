@@ -145,7 +145,7 @@ fn clone_request(request: &reqwest::Request) -> reqwest::Request {
 
 /// The wait before attempt `attempt + 1`: `first`, doubled each time, at most [`MAX_RETRY_WAIT`].
 fn backoff(first: Duration, attempt: u32) -> Duration {
-    first.saturating_mul(1 << attempt.saturating_sub(1).min(16)).min(MAX_RETRY_WAIT)
+    crate::duration::doubling(first, attempt, MAX_RETRY_WAIT)
 }
 
 /// A `Retry-After` in seconds (an HTTP date is not read: the backoff applies).

@@ -28,6 +28,7 @@ use serde_json::{Map, Value};
 
 pub use databases::{Checked, DatabaseEntry, Declared, apply_setup, check_databases};
 use engine::{Aborted, Database, MAX_ROWS, Prepared, Probe, Refusal, Rows};
+pub use postgres::parse_target as parse_postgres_url;
 pub use read::{Query, ReadSpec};
 
 use super::{Call, Check, EffectError, Failure, Kind, Output, Sections, Template};

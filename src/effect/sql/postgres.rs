@@ -25,6 +25,8 @@ use std::str::FromStr;
 use std::sync::Mutex;
 use std::time::Duration;
 
+use crate::sync::lock;
+
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
 use futures::TryStreamExt;
 use serde_json::{Map, Value};
@@ -55,6 +57,36 @@ pub struct Target {
     /// `host:port` (or the socket folder), to name it in messages.
     pub at: String,
     connect_timeout: Duration,
+}
+
+impl Target {
+    /// The connection settings: the URL's, with carte's defaults (a connect
+    /// timeout, `application_name`, no notices below warnings).
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// How long connecting may take.
+    pub fn connect_timeout(&self) -> Duration {
+        self.connect_timeout
+    }
+
+    /// A pool of at most `max` connections to this database; nothing is
+    /// connected yet. Making a connection and taking one back take at most
+    /// the connect timeout; waiting for a free one at most `wait` (`None`:
+    /// the caller bounds it).
+    pub fn pool(&self, max: usize, wait: Option<Duration>) -> Result<Pool, String> {
+        let manager =
+            Manager::from_config(self.config.clone(), NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+        Pool::builder(manager)
+            .max_size(max)
+            .runtime(Runtime::Tokio1)
+            .create_timeout(Some(self.connect_timeout))
+            .recycle_timeout(Some(self.connect_timeout))
+            .wait_timeout(wait)
+            .build()
+            .map_err(|err| format!("cannot make a connection pool: {err}"))
+    }
 }
 
 impl std::fmt::Debug for Target {
@@ -143,18 +175,8 @@ impl Database {
     /// A pool of at most `pool_max` connections to `target`; nothing is
     /// connected yet.
     pub fn new(name: &str, target: Target, pool_max: usize, read_only: bool) -> Result<Database, String> {
-        let manager = Manager::from_config(
-            target.config.clone(),
-            NoTls,
-            ManagerConfig { recycling_method: RecyclingMethod::Fast },
-        );
-        let pool = Pool::builder(manager)
-            .max_size(pool_max)
-            .runtime(Runtime::Tokio1)
-            .create_timeout(Some(target.connect_timeout))
-            .recycle_timeout(Some(target.connect_timeout))
-            .build()
-            .map_err(|err| format!("cannot make a connection pool: {err}"))?;
+        // A call's wait for a connection is bounded by its statement's timeout.
+        let pool = target.pool(pool_max, None)?;
         Ok(Database { name: name.to_owned(), target, pool, pool_max, read_only, applied: Mutex::default() })
     }
 
@@ -457,10 +479,6 @@ fn pool_reason(err: &deadpool_postgres::PoolError) -> String {
         deadpool_postgres::PoolError::Timeout(_) => "no connection within the connect timeout".to_owned(),
         other => other.to_string(),
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 #[cfg(test)]

@@ -29,8 +29,10 @@ use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::RecvTimeoutError;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use crate::sync::lock;
 
 use base64::Engine as _;
 use rusqlite::Connection;
@@ -331,12 +333,6 @@ pub(super) fn bounded<T>(
     outcome
 }
 
-pub(super) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panic while holding the lock cannot leave SQLite inconsistent
-    // (a transaction rolls back on drop), so a poisoned lock is usable.
-    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
 fn classify(err: rusqlite::Error, timeout: Duration, cancel: &AtomicBool) -> SqlError {
     match &err {
         rusqlite::Error::SqliteFailure(code, _) if code.code == rusqlite::ErrorCode::OperationInterrupted => {
@@ -376,13 +372,6 @@ fn from_sql(value: ValueRef<'_>) -> Value {
 mod tests {
     use super::*;
     use crate::effect::sql::engine::{DEFAULT_TIMEOUT, MAX_ROWS, MAX_TIMEOUT};
-
-    fn temp_dir(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("carte-sql-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
-    }
 
     /// Every file of `dir` with its bytes.
     fn files(dir: &Path) -> Vec<(String, Vec<u8>)> {
@@ -433,14 +422,15 @@ mod tests {
 
     #[test]
     fn a_probe_changes_no_byte_of_an_existing_file() {
-        let dir = temp_dir("probe-existing");
+        let scratch = tempfile::tempdir().unwrap();
+        let dir = scratch.path();
         let path = dir.join("shop ?#%.db");
         {
             let db = Database::new(Some(path.clone())).unwrap();
             applied(&db, &["CREATE TABLE bookings (id INTEGER PRIMARY KEY, room TEXT)"]);
             run(&db, "INSERT INTO bookings (room) VALUES ('Focus')", DEFAULT_TIMEOUT).unwrap();
         }
-        let before = files(&dir);
+        let before = files(dir);
         assert_eq!(
             before.len(),
             1,
@@ -455,20 +445,19 @@ mod tests {
         assert!(probe.check("SELECT room FROM bookings").is_err());
         assert!(probe.run_setup("ATTACH 'elsewhere.db' AS elsewhere").is_err(), "ATTACH would create a file");
         drop(probe);
-        assert_eq!(files(&dir), before);
-        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(files(dir), before);
     }
 
     #[test]
     fn a_probe_of_a_missing_file_creates_nothing() {
-        let dir = temp_dir("probe-missing");
+        let scratch = tempfile::tempdir().unwrap();
+        let dir = scratch.path();
         let db = Database::new(Some(dir.join("new.db"))).unwrap();
         let mut probe = db.probe(DEFAULT_TIMEOUT).unwrap();
         probe.run_setup("CREATE TABLE t (x)").unwrap();
         assert!(probe.check("SELECT x FROM t").is_ok());
         drop(probe);
-        assert!(files(&dir).is_empty());
-        let _ = std::fs::remove_dir_all(&dir);
+        assert!(files(dir).is_empty());
     }
 
     #[test]
@@ -504,7 +493,8 @@ mod tests {
 
     #[test]
     fn a_failed_setup_commits_nothing_anywhere() {
-        let dir = temp_dir("apply-atomic");
+        let scratch = tempfile::tempdir().unwrap();
+        let dir = scratch.path();
         let first = Database::new(Some(dir.join("first.db"))).unwrap();
         let second = Database::new(None).unwrap();
         let good = vec!["CREATE TABLE t (x)".to_owned()];
@@ -516,10 +506,9 @@ mod tests {
         let failure = apply_setup(&plans).unwrap_err();
         assert_eq!((failure.plan, failure.statement), (1, Some(1)), "{failure:?}");
         assert!(failure.message.contains("already exists"), "{failure:?}");
-        assert!(files(&dir).is_empty(), "the file it created is gone");
+        assert!(files(dir).is_empty(), "the file it created is gone");
         assert_eq!(first.applied(), None);
         assert!(matches!(run(&second, "SELECT y FROM u", DEFAULT_TIMEOUT), Err(SqlError::Other(_))));
-        let _ = std::fs::remove_dir_all(&dir);
     }
 
     const FOREVER: &str = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c";

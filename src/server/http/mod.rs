@@ -342,7 +342,7 @@ async fn toolset_mcp(
         return (StatusCode::NOT_FOUND, Json(json!({ "error": error.message, "toolsets": there }))).into_response();
     }
     let service = {
-        let mut services = state.toolsets.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut services = crate::sync::lock(&state.toolsets);
         if !services.contains_key(&name) {
             services.retain(|kept, _| toolsets.contains_key(kept));
             let (shared, toolset): (_, Arc<str>) = (state.shared.clone(), Arc::from(name.as_str()));

@@ -143,7 +143,7 @@ impl Verifier {
 
     /// The issuer's keys as last fetched.
     fn keys(&self) -> Arc<Keys> {
-        Arc::clone(&self.keys.read().unwrap_or_else(std::sync::PoisonError::into_inner))
+        Arc::clone(&crate::sync::read(&self.keys))
     }
 
     /// Fetches the JWKS and keeps its keys, noting the attempt in `fetched`.
@@ -152,7 +152,7 @@ impl Verifier {
         match self.fetch_keys().await {
             Ok(keys) => {
                 tracing::info!("OAuth: {} key(s) from the issuer's JWKS", keys.by_kid.len() + keys.unnamed.len());
-                *self.keys.write().unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(keys);
+                *crate::sync::write(&self.keys) = Arc::new(keys);
             }
             Err(err) => tracing::warn!("OAuth: could not fetch the issuer's JWKS: {err:#}"),
         }

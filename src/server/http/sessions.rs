@@ -31,7 +31,7 @@ use std::cell::Cell;
 use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -204,7 +204,7 @@ impl Sessions {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Live> {
-        self.live.lock().unwrap_or_else(PoisonError::into_inner)
+        crate::sync::lock(&self.live)
     }
 
     /// Marks activity on `id`; whether it is live.
@@ -306,7 +306,7 @@ struct Open {
 
 impl Drop for Open {
     fn drop(&mut self) {
-        let mut live = self.live.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut live = crate::sync::lock(&self.live);
         if let Some(life) = live.sessions.get_mut(&self.id) {
             life.open = life.open.saturating_sub(1);
             life.listening &= !self.listening;
@@ -324,7 +324,7 @@ struct Reservation<'a> {
 
 impl Drop for Reservation<'_> {
     fn drop(&mut self) {
-        let mut live = self.live.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut live = crate::sync::lock(self.live);
         live.creating -= 1;
         if let Some(id) = self.created.take() {
             live.sessions.insert(id, Life { last_active: Instant::now(), open: 0, listening: false, owner: None });

@@ -16,6 +16,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::sync::lock;
+
 use futures::StreamExt as _;
 use serde::{Deserialize, Serialize};
 use tokio_postgres::{AsyncMessage, NoTls};
@@ -62,7 +64,8 @@ struct Envelope {
 /// Waits between attempts to connect: from 100 ms, doubling, at most 10 s.
 #[derive(Debug)]
 pub struct Backoff {
-    next: Duration,
+    /// Attempts that failed since a connection last held.
+    failed: u32,
 }
 
 impl Backoff {
@@ -71,19 +74,18 @@ impl Backoff {
 
     /// A backoff that starts over.
     pub fn new() -> Backoff {
-        Backoff { next: Backoff::FIRST }
+        Backoff { failed: 0 }
     }
 
     /// How long to wait before the next attempt (each longer, up to the most).
     pub fn delay(&mut self) -> Duration {
-        let delay = self.next;
-        self.next = (self.next * 2).min(Backoff::MOST);
-        delay
+        self.failed = self.failed.saturating_add(1);
+        crate::duration::doubling(Backoff::FIRST, self.failed, Backoff::MOST)
     }
 
     /// A connection held: the next failure waits the least again.
     pub fn reset(&mut self) {
-        self.next = Backoff::FIRST;
+        self.failed = 0;
     }
 }
 
@@ -231,10 +233,6 @@ impl Replicas {
             Event::Task { id, cancelled } => shared.tasks.heard(&id, cancelled),
         }
     }
-}
-
-fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 #[cfg(test)]

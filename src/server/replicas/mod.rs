@@ -23,12 +23,11 @@ pub mod events;
 pub mod sessions;
 pub mod tasks;
 
-use std::str::FromStr as _;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
-use tokio_postgres::{Config, NoTls};
+use deadpool_postgres::Pool;
+use tokio_postgres::Config;
 
 pub use events::Event;
 pub use sessions::PgSessions;
@@ -101,21 +100,12 @@ impl Replicas {
             let scheme = scheme.map_or_else(|| "no scheme".to_owned(), |scheme| format!("`{scheme}://`"));
             return Err(format!("{scheme} is not PostgreSQL's: --state takes postgres://USER@HOST:PORT/DATABASE"));
         }
-        // Its error never quotes the URL.
-        let mut config = Config::from_str(url).map_err(|err| format!("not a PostgreSQL URL: {err}"))?;
+        // Read as a catalog's database is (the same defaults, the same refusal of TLS);
+        // its error never quotes the password.
+        let target = crate::effect::sql::parse_postgres_url(url)?;
+        let config = target.config().clone();
         let shown = shown(&config);
-        config.connect_timeout(CONNECT_TIMEOUT);
-        config.application_name("carte");
-        let manager =
-            Manager::from_config(config.clone(), NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
-        let pool = Pool::builder(manager)
-            .max_size(POOL_SIZE)
-            .runtime(Runtime::Tokio1)
-            .create_timeout(Some(CONNECT_TIMEOUT))
-            .wait_timeout(Some(CONNECT_TIMEOUT))
-            .recycle_timeout(Some(CONNECT_TIMEOUT))
-            .build()
-            .map_err(|err| format!("{shown}: cannot make a connection pool: {err}"))?;
+        let pool = target.pool(POOL_SIZE, Some(target.connect_timeout())).map_err(|err| format!("{shown}: {err}"))?;
         let origin = uuid::Uuid::new_v4();
         Ok(Replicas {
             config,
@@ -149,7 +139,7 @@ impl Replicas {
 
     /// Whether the state database answers now (for `/readyz`), and if not, why.
     pub async fn ready(&self) -> Result<(), String> {
-        if let Some(reason) = self.down.lock().unwrap_or_else(PoisonError::into_inner).clone() {
+        if let Some(reason) = crate::sync::lock(&self.down).clone() {
             return Err(reason);
         }
         tokio::time::timeout(CONNECT_TIMEOUT, async {
@@ -165,7 +155,7 @@ impl Replicas {
     }
 
     fn set_down(&self, reason: Option<String>) {
-        *self.down.lock().unwrap_or_else(PoisonError::into_inner) = reason;
+        *crate::sync::lock(&self.down) = reason;
     }
 
     /// The sessions of the replicas.
