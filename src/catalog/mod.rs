@@ -25,12 +25,13 @@ pub mod structure;
 
 mod assemble;
 mod build;
+mod inputs;
 
 pub use build::valid_toolset_name;
 mod lint;
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use indexmap::IndexMap;
@@ -41,6 +42,7 @@ use crate::effect::Effect;
 use crate::effect::sql::{DatabaseEntry, Query};
 use crate::uri_template::UriTemplate;
 
+pub use inputs::{Fingerprint, IncludePattern, Inputs};
 pub use model::Role;
 
 /// A validated catalog, ready to serve.
@@ -453,107 +455,6 @@ pub struct Loaded {
     pub inputs: Inputs,
 }
 
-/// The files a catalog is built from, and the places new ones could appear.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Inputs {
-    /// Every file read: catalog files, templates, `file:` resources, media.
-    pub files: Vec<PathBuf>,
-    /// Templates folders (whether or not they exist yet): one per catalog.
-    pub templates: Vec<PathBuf>,
-    /// The `include:` patterns, resolved.
-    pub includes: Vec<IncludePattern>,
-    /// What each file held when it was read, in reading order (a file read
-    /// twice appears twice): a reload swaps in only a catalog whose files
-    /// still hold exactly this, so a file caught half-written is read again.
-    pub contents: Vec<(PathBuf, Fingerprint)>,
-}
-
-impl Inputs {
-    /// Adds what `other` names and this does not (to watch several catalogs,
-    /// or a failed load's files beside the served catalog's).
-    pub fn merge(&mut self, other: Inputs) {
-        fn add<T: PartialEq>(into: &mut Vec<T>, more: Vec<T>) {
-            for item in more {
-                if !into.contains(&item) {
-                    into.push(item);
-                }
-            }
-        }
-        add(&mut self.files, other.files);
-        add(&mut self.templates, other.templates);
-        add(&mut self.includes, other.includes);
-        add(&mut self.contents, other.contents);
-    }
-
-    /// Notes that loading read `bytes` from `path`.
-    pub fn record(&mut self, path: &Path, bytes: &[u8]) {
-        if !self.files.iter().any(|file| file == path) {
-            self.files.push(path.to_path_buf());
-        }
-        self.contents.push((path.to_path_buf(), Fingerprint::of(bytes)));
-    }
-
-    /// The first file that no longer holds what loading read from it (or
-    /// can no longer be read), if any. Reads each file at most once more,
-    /// and not at all when its size already differs.
-    pub fn changed(&self) -> Option<&Path> {
-        self.contents
-            .iter()
-            .find(|(path, read)| Fingerprint::of_file(path, read.len).ok() != Some(*read))
-            .map(|(path, _)| path.as_path())
-    }
-
-    /// How many bytes loading read from `path` (the first time), if it read it.
-    pub fn len_read(&self, path: &Path) -> Option<u64> {
-        self.contents.iter().find(|(file, _)| file == path).map(|(_, read)| read.len)
-    }
-}
-
-/// What a file held: its length and a hash of its bytes. Only compared
-/// within one process, to tell whether a file changed since it was read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Fingerprint {
-    /// Its length in bytes.
-    pub len: u64,
-    /// A 64-bit hash of its bytes.
-    pub hash: u64,
-}
-
-impl Fingerprint {
-    /// The fingerprint of `bytes`.
-    pub fn of(bytes: &[u8]) -> Fingerprint {
-        use std::hash::Hasher;
-        let mut hasher = std::hash::DefaultHasher::new();
-        hasher.write(bytes);
-        Fingerprint { len: bytes.len() as u64, hash: hasher.finish() }
-    }
-
-    /// The fingerprint of the file at `path` now. When its length is not
-    /// `expected_len`, the returned fingerprint has the actual length and
-    /// no hash is computed (nothing is read); at most `expected_len + 1`
-    /// bytes are read otherwise, whatever the file grows to meanwhile.
-    pub fn of_file(path: &Path, expected_len: u64) -> std::io::Result<Fingerprint> {
-        use std::io::Read;
-        let file = std::fs::File::open(path)?;
-        let len = file.metadata()?.len();
-        if len != expected_len {
-            return Ok(Fingerprint { len, hash: 0 });
-        }
-        let mut bytes = Vec::new();
-        file.take(expected_len.saturating_add(1)).read_to_end(&mut bytes)?;
-        Ok(Fingerprint::of(&bytes))
-    }
-}
-
-/// One `include:` entry, resolved against the file that names it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IncludePattern {
-    /// The deepest folder of the pattern without glob characters.
-    pub folder: PathBuf,
-    /// The whole pattern, e.g. `/srv/catalog/tools/*.yaml`.
-    pub pattern: String,
-}
-
 /// Loads and validates the catalog at `path`, reading `${VAR}`s from the
 /// process environment.
 pub fn load(path: &Path) -> Loaded {
@@ -605,128 +506,4 @@ pub(crate) fn from_text(yaml: &str) -> Catalog {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A fresh folder under the system's temp folder, removed on drop.
-    /// A scratch folder (removed when dropped).
-    struct Folder(tempfile::TempDir);
-
-    impl Folder {
-        fn new() -> Folder {
-            Folder(tempfile::tempdir().unwrap())
-        }
-
-        fn write(&self, name: &str, text: &str) -> PathBuf {
-            let path = self.0.path().join(name);
-            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-            std::fs::write(&path, text).unwrap();
-            path
-        }
-    }
-
-    #[test]
-    fn a_load_records_what_it_read_from_every_file() {
-        let folder = Folder::new();
-        let root = folder.write(
-            "catalog.yaml",
-            "server: { name: t, version: 1.0.0 }\ninclude: [\"tools/*.yaml\"]\nresources:\n  - { uri: \"file:///notes\", name: notes, file: notes.txt, mimeType: text/plain }\nprompts:\n  - { name: hi, description: Hi., messages: [{ role: user, template: hi.j2 }] }\n",
-        );
-        let tool = folder.write("tools/a.yaml", "tools:\n  - { name: a, description: A., run: { text: a } }\n");
-        let notes = folder.write("notes.txt", "some notes");
-        let template = folder.write("templates/hi.j2", "Hello.");
-        let loaded = load_with(&root, &|_| None, None);
-        assert!(loaded.catalog.is_some(), "{:?}", loaded.diagnostics);
-        for file in [&root, &tool, &notes, &template] {
-            let bytes = std::fs::read(file).unwrap();
-            assert!(loaded.inputs.files.contains(file), "{} is not an input", file.display());
-            assert!(
-                loaded.inputs.contents.contains(&(file.clone(), Fingerprint::of(&bytes))),
-                "what was read from {} is not recorded: {:?}",
-                file.display(),
-                loaded.inputs.contents
-            );
-        }
-        assert_eq!(loaded.inputs.changed(), None);
-        assert_eq!(loaded.inputs.len_read(&notes), Some("some notes".len() as u64));
-    }
-
-    #[test]
-    fn a_catalog_that_declares_nothing_is_an_error() {
-        let folder = Folder::new();
-        for text in ["", "# only a comment\n", "---\n", "server: { name: b }\n", "tools: []\nprompts:\n"] {
-            let root = folder.write("catalog.yaml", text);
-            let loaded = load_with(&root, &|_| None, None);
-            assert!(loaded.catalog.is_none(), "{text:?} was accepted");
-            let codes: Vec<(&str, usize, usize)> =
-                loaded.diagnostics.iter().map(|d| (d.code, d.location.line, d.location.column)).collect();
-            assert_eq!(codes, [("empty-catalog", 1, 1)], "{text:?}");
-        }
-        // Entries in an included file count, and so does an entry with a mistake.
-        folder.write("more.yaml", "resources:\n  - { uri: \"x://a\", name: a, text: a }\n");
-        let root = folder.write("catalog.yaml", "include: more.yaml\n");
-        assert!(load_with(&root, &|_| None, None).catalog.is_some());
-        let root = folder.write("catalog.yaml", "tools:\n  - { name: a }\n");
-        let loaded = load_with(&root, &|_| None, None);
-        assert!(loaded.diagnostics.iter().all(|d| d.code != "empty-catalog"), "{:?}", loaded.diagnostics);
-    }
-
-    #[test]
-    fn required_names_a_declared_property_at_every_level() {
-        let folder = Folder::new();
-        let tool = |schema: &str| {
-            format!(
-                "tools:\n  - name: t\n    description: T.\n    inputSchema: {schema}\n    run: {{ text: \"{{{{ arguments }}}}\" }}\n"
-            )
-        };
-        let cases = [
-            ("{ type: object, properties: { a: { type: object, properties: { b: {} }, required: [c] } } }", 1),
-            ("{ type: object, properties: { a: { type: array, items: { type: object, required: [x] } } } }", 1),
-            ("{ type: object, properties: { a: {} }, required: [a] }", 0),
-            // Other keywords may declare it: left alone.
-            ("{ type: object, allOf: [{ properties: { a: {} } }], required: [a] }", 0),
-            ("{ type: object, additionalProperties: { type: string }, required: [a] }", 0),
-        ];
-        for (schema, errors) in cases {
-            let root = folder.write("catalog.yaml", &tool(schema));
-            let loaded = load_with(&root, &|_| None, None);
-            let found = loaded.diagnostics.iter().filter(|d| d.code == "schema-required").count();
-            assert_eq!(found, errors, "{schema}: {:?}", loaded.diagnostics);
-            assert_eq!(loaded.catalog.is_some(), errors == 0, "{schema}: {:?}", loaded.diagnostics);
-        }
-    }
-
-    #[test]
-    fn an_entry_left_out_for_a_mistake_is_not_blamed_again() {
-        let folder = Folder::new();
-        let root = folder.write(
-            "catalog.yaml",
-            "databases:\n  db: { url: 5 }\ntools:\n  - { name: q, description: Q., run: { sql: { database: db, statement: SELECT 1 } } }\nresources:\n  - { uri: \"x://menu\", name: menu, text: [oops] }\nprompts:\n  - { name: p, description: P., messages: [{ role: user, resource: \"x://menu\" }] }\n",
-        );
-        let loaded = load_with(&root, &|_| None, None);
-        let codes: Vec<&str> = loaded.diagnostics.iter().map(|d| d.code).collect();
-        assert_eq!(codes, ["wrong-type", "wrong-type"], "{:?}", loaded.diagnostics);
-    }
-
-    #[test]
-    fn any_change_since_reading_is_noticed() {
-        let folder = Folder::new();
-        let path = folder.write("a.txt", "one");
-        let mut inputs = Inputs::default();
-        inputs.record(&path, b"one");
-        assert_eq!(inputs.changed(), None);
-        for now in ["two", "", "one more"] {
-            std::fs::write(&path, now).unwrap();
-            assert_eq!(inputs.changed(), Some(path.as_path()), "after writing {now:?}");
-        }
-        std::fs::remove_file(&path).unwrap();
-        assert_eq!(inputs.changed(), Some(path.as_path()), "after removing it");
-        std::fs::write(&path, "one").unwrap();
-        assert_eq!(inputs.changed(), None);
-        // A file read twice, once before a change and once after: the first read no longer holds.
-        std::fs::write(&path, "new").unwrap();
-        inputs.record(&path, b"new");
-        assert_eq!(inputs.files, std::slice::from_ref(&path));
-        assert_eq!(inputs.changed(), Some(path.as_path()));
-    }
-}
+mod tests;

@@ -6,6 +6,11 @@
 //! missing keys, wrong types) checks each file against that same schema before
 //! serde reads it. Keys that exist on the MCP wire keep their MCP spelling
 //! (`inputSchema`, `mimeType`, `uriTemplate` …).
+//!
+//! Why one file past 600 lines: it is declarations only (no logic), in the
+//! order a catalog is written, and its doc comments are the book's "Every
+//! key" page and the editors' hovers; read top to bottom it is the format.
+//! Each effect's own block lives with its effect (`effect::*::…Spec`).
 
 use indexmap::IndexMap;
 use schemars::JsonSchema;

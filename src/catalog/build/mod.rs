@@ -27,6 +27,7 @@ mod prompts;
 mod resources;
 mod scalar_map;
 mod schemas;
+mod steps;
 mod template_analysis;
 mod templates;
 mod tools;

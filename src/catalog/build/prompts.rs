@@ -36,7 +36,7 @@ impl Builder<'_> {
         let mut names: Vec<String> = arguments.iter().map(|a| a.name.clone()).collect();
         names.extend(["data".to_owned(), "arguments".to_owned(), "auth".to_owned()]);
         let declared_steps = spec.steps.as_deref().unwrap_or_default();
-        names.extend(super::tools::produced_by(declared_steps));
+        names.extend(super::steps::produced_by(declared_steps));
         let mut scope = Scope::new(names);
         let owner = format!("prompt {}:", spec.name);
         let errors_before = self.errors();

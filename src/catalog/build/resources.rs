@@ -73,7 +73,7 @@ impl Builder<'_> {
                 .into_iter()
                 .chain(variables)
                 .chain(rows_names(spec.sql.is_some()))
-                .chain(super::tools::produced_by(declared_steps)),
+                .chain(super::steps::produced_by(declared_steps)),
         );
         let owner = format!("resource {}:", spec.uri);
         let steps = self.steps(declared_steps, &owner, origin, "/steps", &mut scope);
@@ -159,7 +159,7 @@ impl Builder<'_> {
         names.extend(["data".to_owned(), "uri".to_owned()]);
         names.extend(rows_names(spec.sql.is_some()));
         let declared_steps = spec.steps.as_deref().unwrap_or_default();
-        names.extend(super::tools::produced_by(declared_steps));
+        names.extend(super::steps::produced_by(declared_steps));
         let mut scope = Scope::new(names);
         let owner = format!("resource template {}:", spec.uri_template);
         let steps = self.steps(declared_steps, &owner, origin, "/steps", &mut scope);

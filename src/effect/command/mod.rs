@@ -12,11 +12,11 @@
 //! still finishes and its exit code means what it says). stderr lines are
 //! also sent to the client as log messages, a bounded number per call.
 //!
-//! The process group is killed (SIGKILL) by a guard: on timeout, when the
-//! call's future is dropped (a cancelled call), and once the program has
-//! exited (whatever it left running in the background). The program itself
-//! is always reaped: by the run, or by tokio's orphan reaper when the
-//! future was dropped.
+//! The program runs under a supervisor of its own (`contain.rs`), which
+//! kills it and everything it started on timeout, when the call's future is
+//! dropped (a cancelled call), once the program has exited (whatever it left
+//! running), and when carte itself dies; its output is read and bounded by
+//! `output.rs`.
 
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
@@ -26,12 +26,14 @@ use indexmap::IndexMap;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value};
-use tokio::io::{AsyncRead, AsyncReadExt as _, AsyncWriteExt as _};
+use tokio::io::AsyncWriteExt as _;
 
 mod contain;
 mod load;
+mod output;
 
 use load::{Shown, check_cwd, check_timeout, find_program};
+use output::{Captured, read_capped, read_stderr, text_of};
 
 use super::{Call, Check, EffectError, Failure, Kind, Output, Sections, Template};
 use crate::duration::{DurationSpec, show_duration};
@@ -373,13 +375,6 @@ struct Ran {
     stderr: Captured,
 }
 
-/// One output stream: what was kept, and how much there was.
-#[derive(Debug, Default)]
-struct Captured {
-    kept: Vec<u8>,
-    total: usize,
-}
-
 /// The supervisor of one run (see `contain`): told to stop at most once,
 /// and never after it was reaped (its pid may be another process's then).
 struct Supervisor {
@@ -541,114 +536,6 @@ impl Command {
     }
 }
 
-/// Reads `stream` to its end, keeping its first `max` bytes and counting the rest.
-async fn read_capped(stream: Option<impl AsyncRead + Unpin>, max: usize) -> Captured {
-    let mut captured = Captured::default();
-    let Some(mut stream) = stream else { return captured };
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        match stream.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => captured.push(&buf[..n], max),
-        }
-    }
-    captured
-}
-
-impl Captured {
-    /// Adds `bytes`, keeping at most `max` in all.
-    fn push(&mut self, bytes: &[u8], max: usize) {
-        let room = max.saturating_sub(self.kept.len());
-        self.kept.extend_from_slice(&bytes[..bytes.len().min(room)]);
-        self.total += bytes.len();
-    }
-}
-
-/// Reads stderr like [`read_capped`], and sends its lines to the client as
-/// log messages from `logger`: the first [`MAX_LOG_LINES`], each cut to
-/// [`MAX_LOG_LINE_BYTES`], then one saying how many more there were.
-async fn read_stderr(stream: Option<impl AsyncRead + Unpin>, max: usize, logger: &str, call: &dyn Call) -> Captured {
-    let mut captured = Captured::default();
-    let Some(mut stream) = stream else { return captured };
-    let mut lines = Lines::default();
-    let mut buf = vec![0u8; 64 * 1024];
-    loop {
-        let n = match stream.read(&mut buf).await {
-            Ok(0) | Err(_) => break,
-            Ok(n) => n,
-        };
-        captured.push(&buf[..n], max);
-        for line in lines.feed(&buf[..n]) {
-            call.info(logger, line).await;
-        }
-    }
-    if let Some(line) = lines.finish() {
-        call.info(logger, line).await;
-    }
-    if lines.dropped > 0 {
-        let more = format!("[carte: {} more stderr lines were not sent as log messages]", lines.dropped);
-        call.info(logger, more).await;
-    }
-    captured
-}
-
-/// Splits a byte stream into lines to send, bounded in count and length.
-#[derive(Debug, Default)]
-struct Lines {
-    /// The line being read, up to [`MAX_LOG_LINE_BYTES`].
-    current: Vec<u8>,
-    /// Whether the line being read was longer than what is kept of it.
-    cut: bool,
-    /// Lines handed out so far.
-    sent: usize,
-    /// Lines past [`MAX_LOG_LINES`], counted only.
-    dropped: usize,
-}
-
-impl Lines {
-    /// The lines `bytes` completes (to send).
-    fn feed(&mut self, bytes: &[u8]) -> Vec<String> {
-        let mut out = Vec::new();
-        for piece in bytes.split_inclusive(|b| *b == b'\n') {
-            let (body, ended) = match piece.strip_suffix(b"\n") {
-                Some(body) => (body, true),
-                None => (piece, false),
-            };
-            let room = MAX_LOG_LINE_BYTES.saturating_sub(self.current.len());
-            self.cut |= body.len() > room;
-            self.current.extend_from_slice(&body[..body.len().min(room)]);
-            if ended {
-                out.extend(self.take());
-            }
-        }
-        out
-    }
-
-    /// The last line, if the stream did not end with a newline.
-    fn finish(&mut self) -> Option<String> {
-        if self.current.is_empty() && !self.cut { None } else { self.take() }
-    }
-
-    /// The line read so far, if it may still be sent: secrets hidden, also
-    /// a piece of one where a long line was cut.
-    fn take(&mut self) -> Option<String> {
-        let line = text_of(&std::mem::take(&mut self.current));
-        let cut = std::mem::take(&mut self.cut);
-        let (mut line, _) =
-            secret::excerpt(&line, MAX_LOG_LINE_BYTES, Keep::Start, Cut { after: cut, ..Cut::default() });
-        if cut {
-            line.push('…');
-        }
-        if self.sent < MAX_LOG_LINES {
-            self.sent += 1;
-            Some(line)
-        } else {
-            self.dropped += 1;
-            None
-        }
-    }
-}
-
 /// Whether what `source` renders may start with text a client chose: it
 /// starts with a `{{ … }}` that is not a quoted literal (`{{ '--stable' if
 /// … }}` is the author's choice), and names an argument the client may send
@@ -679,11 +566,6 @@ fn option_injection(check: &mut Check<'_>, idx: usize, program: &str, source: &s
     ));
 }
 
-/// Bytes as text: invalid UTF-8 (or a character cut at `maxBytes`) becomes U+FFFD.
-fn text_of(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
 /// The usual name of a signal.
 fn signal_name(signal: i32) -> &'static str {
     match signal {
@@ -708,40 +590,4 @@ fn signal_name(signal: i32) -> &'static str {
 /// Whether `text` has template syntax (else it is used as written).
 fn is_template(text: &str) -> bool {
     ["{{", "{%", "{#"].iter().any(|mark| text.contains(mark))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn lines_are_split_across_reads_and_bounded() {
-        let mut lines = Lines::default();
-        assert_eq!(lines.feed(b"one\ntw"), vec!["one".to_owned()]);
-        assert_eq!(lines.feed(b"o\n\nthree"), vec!["two".to_owned(), String::new()]);
-        assert_eq!(lines.finish(), Some("three".to_owned()));
-        assert_eq!(lines.finish(), None);
-    }
-
-    #[test]
-    fn long_lines_are_cut_and_extra_lines_counted() {
-        let mut lines = Lines::default();
-        let long = vec![b'x'; MAX_LOG_LINE_BYTES * 3];
-        let sent = lines.feed(&[long.as_slice(), b"\n"].concat());
-        assert_eq!(sent.len(), 1);
-        assert_eq!(sent[0].len(), MAX_LOG_LINE_BYTES + '…'.len_utf8());
-        let many = "l\n".repeat(MAX_LOG_LINES * 2);
-        let sent = lines.feed(many.as_bytes());
-        assert_eq!(sent.len(), MAX_LOG_LINES - 1);
-        assert_eq!(lines.dropped, MAX_LOG_LINES + 1);
-    }
-
-    #[test]
-    fn captured_keeps_the_first_bytes_and_counts_all() {
-        let mut captured = Captured::default();
-        captured.push(b"hello ", 8);
-        captured.push(b"world", 8);
-        assert_eq!(captured.kept, b"hello wo");
-        assert_eq!(captured.total, 11);
-    }
 }

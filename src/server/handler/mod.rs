@@ -1,13 +1,17 @@
 //! The rmcp `ServerHandler` of one client session: each MCP method takes the
 //! current snapshot and answers from it.
 //!
-//! A request reads the snapshot once at its start and uses only that one, so
-//! a reload mid-request never mixes two catalogs.
+//! A request takes its view of the snapshot once (`Handler::view`) and answers
+//! from that one only, so a reload mid-request never mixes two catalogs.
 //!
+//! - `call.rs`: how a request that runs steps starts (its `requestState`
+//!   opened, the capabilities it needs) and ends (input required), who owns
+//!   a task, and a tool call from its arguments to its result or task;
 //! - [`observed`]: what every request goes through (its trace span, its metrics);
 //! - [`request_client`]: the client of one request as a tool's steps see it.
 #![allow(deprecated)] // MCP logging/subscribe are deprecated by SEP-2577 but part of every version carte serves
 
+mod call;
 mod observed;
 mod request_client;
 
@@ -131,166 +135,6 @@ impl Handler {
             let param = rmcp::model::LoggingMessageNotificationParam::new(level, data()).with_logger(logger);
             let _ = context.peer.notify_logging_message(param).await;
         }
-    }
-}
-
-impl Handler {
-    /// Before a request that may ask the client runs anything: on
-    /// 2026-07-28, where it resumes (its `requestState` opened: -32602 if it
-    /// is not one this server signed for this very request) and the answers
-    /// it carries; then -32021 if a step it will run needs a capability the
-    /// request did not declare (an `optional` step is skipped instead).
-    /// Legacy sessions start at the first step and are asked directly.
-    fn prepare(
-        &self,
-        context: &RequestContext<RoleServer>,
-        binding: &Binding<'_>,
-        state: Option<&str>,
-        responses: Option<InputResponses>,
-        steps: &[Step],
-    ) -> Result<(Resume, Option<InputResponses>), ErrorData> {
-        if !modern(context) {
-            return Ok((Resume::default(), None));
-        }
-        let resume = match state {
-            Some(state) => self.shared.state_keys.open(binding, state)?,
-            None => Resume::default(),
-        };
-        let declared = context.meta.client_capabilities().unwrap_or_default();
-        let mut missing = serde_json::Map::new();
-        for input in run::steps::needed(steps, &resume) {
-            let Some(capability) = run::steps::capability(input.kind.method()) else { continue };
-            if !has_capability(&declared, capability) {
-                missing.insert(capability.to_owned(), json!({}));
-            }
-        }
-        if !missing.is_empty() {
-            let required = serde_json::from_value(serde_json::Value::Object(missing))
-                .map_err(|err| ErrorData::internal_error(format!("internal: capabilities: {err}"), None))?;
-            return Err(ErrorData::missing_required_client_capability(required));
-        }
-        Ok((resume, Some(responses.unwrap_or_default())))
-    }
-
-    /// The input-required result asking `questions`, with a new signed
-    /// state that resumes at `resume`.
-    fn input_required(
-        &self,
-        binding: &Binding<'_>,
-        questions: Vec<Question>,
-        resume: &Resume,
-    ) -> Result<InputRequiredResult, ErrorData> {
-        let mut requests = InputRequests::new();
-        for question in questions {
-            let wire = json!({ "method": question.method, "params": question.params });
-            let request: InputRequest = serde_json::from_value(wire).map_err(|err| {
-                ErrorData::internal_error(
-                    format!("internal: `{}` is not a valid {}: {err}", question.key, question.method),
-                    None,
-                )
-            })?;
-            requests.insert(question.key, request);
-        }
-        let state = self.shared.state_keys.seal(binding, resume)?;
-        Ok(InputRequiredResult::new(Some(requests), Some(state)))
-    }
-
-    /// Who owns the tasks this request creates and may see: a legacy
-    /// session (over HTTP its `Mcp-Session-Id`, the same on every replica);
-    /// on 2026-07-28, over HTTP the OAuth token's issuer and subject, or the
-    /// bearer token (its SHA-256; all callers alike without one), on stdio
-    /// the process.
-    fn owner(&self, context: &RequestContext<RoleServer>) -> String {
-        let parts = context.extensions.get::<axum::http::request::Parts>();
-        if !modern(context) {
-            let id = parts.and_then(|parts| super::http::guard::session_id(&parts.headers));
-            return match id {
-                Some(id) => format!("session:{id}"),
-                None => format!("session:local:{}", self.session.id),
-            };
-        }
-        if let Some(caller) = caller(context) {
-            return caller.owner.clone();
-        }
-        match parts {
-            Some(parts) => match parts.headers.get(axum::http::header::AUTHORIZATION) {
-                Some(token) => {
-                    use sha2::Digest as _;
-                    let digest = sha2::Sha256::digest(token.as_bytes());
-                    format!("bearer:{}", digest.iter().map(|b| format!("{b:02x}")).collect::<String>())
-                }
-                None => "http".to_owned(),
-            },
-            None => "stdio".to_owned(),
-        }
-    }
-
-    /// `tools/call`: the tool's steps, effect and result, as a task when
-    /// the tool and the client ask for one.
-    async fn run_tool(
-        &self,
-        request: &CallToolRequestParams,
-        context: &RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, ErrorData> {
-        let _in_flight = self.shared.calls.start();
-        let snapshot = self.view()?;
-        let started = Instant::now();
-        let binding = Binding { method: "tools/call", name: &request.name, arguments: request.arguments.as_ref() };
-        // Looked up once; `call_tool` answers for a tool the view lacks.
-        let found = snapshot.tool(&request.name);
-        if let Some(tool) = found {
-            check_scopes(context, tool)?;
-        }
-        let steps = found.map(|tool| tool.steps.as_slice()).unwrap_or_default();
-        let (resume, answers) =
-            self.prepare(context, &binding, request.request_state.as_deref(), request.input_responses.clone(), steps)?;
-        let client = RequestClient { handler: self, context, answers };
-        // A tool with `task:`: a task for a client that declared the extension.
-        if let Some(tool) = found
-            && let Some(task) = tool.task
-        {
-            let capabilities = context.client_capabilities().unwrap_or_default();
-            if capabilities.supports_tasks() {
-                let (arguments, owner) = (request.arguments.clone().unwrap_or_default(), self.owner(context));
-                let call = tasks::Call {
-                    catalog: &snapshot.catalog,
-                    tool,
-                    arguments,
-                    owner,
-                    client: &client,
-                    capabilities,
-                    resume,
-                    caller: caller(context).map(|caller| Arc::clone(&caller.claims)),
-                };
-                return match self.shared.tasks.start(&self.shared, call).await? {
-                    Asked::Done(response) => Ok(response),
-                    Asked::Input { questions, resume } => Ok(self.input_required(&binding, questions, &resume)?.into()),
-                };
-            }
-            if task.mode == TaskMode::Required {
-                return Err(ErrorData::missing_required_client_capability(
-                    ClientCapabilities::builder().enable_tasks().build(),
-                ));
-            }
-        }
-        let called = snapshot.call_tool(&request.name, request.arguments.clone(), &client, resume).await?;
-        let (result, changed) = match called {
-            Asked::Done(done) => done,
-            Asked::Input { questions, resume } => return Ok(self.input_required(&binding, questions, &resume)?.into()),
-        };
-        if let Some(database) = changed {
-            super::live::changed(&self.shared, &database);
-        }
-        if result.is_error == Some(true) {
-            let text = result.content.iter().find_map(|c| c.as_text().map(|t| t.text.clone())).unwrap_or_default();
-            self.log(context, LoggingLevel::Notice, "carte.tools", || json!({ "tool": request.name, "error": text }))
-                .await;
-        } else {
-            let elapsed_ms = started.elapsed().as_secs_f64() * 1000.0;
-            self.log(context, LoggingLevel::Debug, "carte.tools", || json!({ "tool": request.name, "ms": elapsed_ms }))
-                .await;
-        }
-        Ok(result.into())
     }
 }
 
