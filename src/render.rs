@@ -442,7 +442,7 @@ fn jq_filter(state: &State<'_, '_>, value: &Value, filter: &str) -> Result<Value
     // inline attempt is made again with the full fuel).
     let fuel_bound = steps < jq::STEPS || byte_limit < MAX_STRING_BYTES;
     let kind = if ran.spent && fuel_bound { ErrorKind::OutOfFuel } else { ErrorKind::InvalidOperation };
-    ran.result.map_err(|message| Error::new(kind, message))
+    ran.result.map_err(|err| Error::new(kind, err.to_string()))
 }
 
 fn find_fail(err: &Error) -> Option<String> {

@@ -160,11 +160,37 @@ pub struct Invalid {
     pub at: Option<Range<usize>>,
 }
 
+/// Why a run gave no value. Its text is what the template's error says.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum JqError {
+    /// The filter does not compile.
+    #[error("the jq filter is not valid: {0}")]
+    Invalid(String),
+    /// The run used every step it had.
+    #[error("the jq filter did too much work (more than {steps} steps; a runaway loop?) and was stopped", steps = group(STEPS))]
+    OutOfSteps,
+    /// The run recursed past the thread's stack.
+    #[error("the jq filter recursed too deeply and was stopped")]
+    TooDeep,
+    /// The values the run built, or gave and took, were past its byte budget.
+    #[error("{0}")]
+    TooBig(String),
+    /// More outputs than [`MAX_OUTPUTS`].
+    #[error("the jq filter gave more than {most} outputs", most = group(MAX_OUTPUTS as u64))]
+    TooManyOutputs,
+    /// The filter raised an error (`error("text")`, `.a` of a list …).
+    #[error("jq: {0}")]
+    Raised(String),
+    /// The run could not start, or stopped for another reason.
+    #[error("{0}")]
+    Failed(String),
+}
+
 /// What a run gave, and the steps it took.
 #[derive(Debug)]
 pub struct Ran {
     /// The outputs, or why there are none.
-    pub result: Result<Value, String>,
+    pub result: Result<Value, JqError>,
     /// Steps taken.
     pub steps: u64,
     /// Bytes of values given to and taken from jaq.
@@ -304,23 +330,20 @@ fn offset_in(text: &str, part: &str) -> Option<Range<usize>> {
 
 /// Runs `work` on a thread of its own with a [`STACK_BYTES`] stack,
 /// turning a stopped run into an error.
-fn on_jq_thread<T: Send>(work: impl FnOnce() -> Result<T, String> + Send) -> Result<T, String> {
+fn on_jq_thread<T: Send>(work: impl FnOnce() -> Result<T, JqError> + Send) -> Result<T, JqError> {
     std::thread::scope(|scope| {
         let thread = std::thread::Builder::new()
             .name("carte-jq".to_owned())
             .stack_size(STACK_BYTES)
             .spawn_scoped(scope, || std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)))
-            .map_err(|err| format!("cannot start jq: {err}"))?;
+            .map_err(|err| JqError::Failed(format!("cannot start jq: {err}")))?;
         match thread.join() {
             Ok(Ok(done)) => done,
             Ok(Err(payload)) | Err(payload) => Err(match payload.downcast_ref::<Stop>() {
-                Some(Stop::Steps) => format!(
-                    "the jq filter did too much work (more than {} steps; a runaway loop?) and was stopped",
-                    group(STEPS)
-                ),
-                Some(Stop::Deep) => "the jq filter recursed too deeply and was stopped".to_owned(),
-                Some(Stop::Bytes(refusal)) => refusal.clone(),
-                None => "jq stopped unexpectedly".to_owned(),
+                Some(Stop::Steps) => JqError::OutOfSteps,
+                Some(Stop::Deep) => JqError::TooDeep,
+                Some(Stop::Bytes(refusal)) => JqError::TooBig(refusal.clone()),
+                None => JqError::Failed("jq stopped unexpectedly".to_owned()),
             }),
         }
     })
@@ -346,8 +369,9 @@ fn compiled(text: &str) -> Result<Arc<Filter>, Invalid> {
     if let Some(found) = CACHE.lock().ok().and_then(|cache| cache.get(text).cloned()) {
         return Ok(found);
     }
-    let filter =
-        on_jq_thread(|| Ok(compile_here(text))).map_err(|message| Invalid { message, at: None })?.map(Arc::new)?;
+    let filter = on_jq_thread(|| Ok(compile_here(text)))
+        .map_err(|err| Invalid { message: err.to_string(), at: None })?
+        .map(Arc::new)?;
     if let Ok(mut cache) = CACHE.lock() {
         if cache.len() >= MAX_CACHED {
             cache.clear();
@@ -369,12 +393,7 @@ pub fn run(text: &str, input: &Value, steps: u64, byte_limit: usize) -> Ran {
     let filter = match compiled(text) {
         Ok(filter) => filter,
         Err(invalid) => {
-            return Ran {
-                result: Err(format!("the jq filter is not valid: {}", invalid.message)),
-                steps: 0,
-                bytes: 0,
-                spent: false,
-            };
+            return Ran { result: Err(JqError::Invalid(invalid.message)), steps: 0, bytes: 0, spent: false };
         }
     };
     let used = Arc::new(std::sync::atomic::AtomicU64::new(0));
@@ -396,7 +415,7 @@ pub fn run(text: &str, input: &Value, steps: u64, byte_limit: usize) -> Ran {
         let mut sizes = Sizes { bytes: 0, limit: byte_limit };
         let converted = to_jaq(input, 0, &mut sizes);
         bytes_in.store(sizes.bytes, std::sync::atomic::Ordering::Relaxed);
-        let input = converted?;
+        let input = converted.map_err(JqError::TooBig)?;
         let budget = Budget::new(steps, stack_address());
         let meter = Meter { lut: &filter.lut, budget: &budget };
         let ctx = Ctx::<Metered>::new(meter, Vars::new([]));
@@ -406,22 +425,22 @@ pub fn run(text: &str, input: &Value, steps: u64, byte_limit: usize) -> Ran {
             match output {
                 Ok(value) if outputs.len() < MAX_OUTPUTS => outputs.push(value),
                 Ok(_) => {
-                    failed = Some(format!("the jq filter gave more than {} outputs", group(MAX_OUTPUTS as u64)));
+                    failed = Some(JqError::TooManyOutputs);
                     break;
                 }
                 Err(_) if jaq_json::budget::spent() => {
-                    failed = Some(jaq_json::budget::refusal());
+                    failed = Some(JqError::TooBig(jaq_json::budget::refusal()));
                     break;
                 }
                 Err(exn) => {
-                    failed = Some(match exn.get_err() {
+                    failed = Some(JqError::Raised(match exn.get_err() {
                         // `error("text")` says the text as it is.
                         Ok(err) => match err.into_val() {
-                            Val::TStr(text) => format!("jq: {}", String::from_utf8_lossy(&text)),
-                            other => format!("jq: {other}"),
+                            Val::TStr(text) => String::from_utf8_lossy(&text).into_owned(),
+                            other => other.to_string(),
                         },
-                        Err(_) => "jq: the filter stopped without an error value".to_owned(),
-                    });
+                        Err(_) => "the filter stopped without an error value".to_owned(),
+                    }));
                     break;
                 }
             }
@@ -433,13 +452,13 @@ pub fn run(text: &str, input: &Value, steps: u64, byte_limit: usize) -> Ran {
         let mut sizes = Sizes { bytes: 0, limit: byte_limit };
         let mut values = Vec::with_capacity(outputs.len());
         for output in &outputs {
-            values.push(from_jaq(output, 0, &mut sizes)?);
+            values.push(from_jaq(output, 0, &mut sizes).map_err(JqError::TooBig)?);
         }
         bytes_in.fetch_add(sizes.bytes, std::sync::atomic::Ordering::Relaxed);
         Ok(if values.len() == 1 { values.pop().unwrap_or_default() } else { Value::from(values) })
     });
     // A run stopped midway used its whole budget.
-    let out_of_steps = matches!(&result, Err(message) if message.contains("too much work"));
+    let out_of_steps = matches!(&result, Err(JqError::OutOfSteps));
     let steps_used = if out_of_steps { steps } else { used.load(std::sync::atomic::Ordering::Relaxed) };
     Ran {
         result,
