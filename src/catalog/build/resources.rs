@@ -30,13 +30,8 @@ impl Builder<'_> {
             ));
         } else if let Err(reason) = check_uri(&spec.uri) {
             let location = self.assembled.locate(origin, "/uri");
-            let hint = if reason.contains("scheme") {
-                "a URI starts with a scheme, e.g. `myapp://policy` or `file:///path`"
-            } else {
-                "URIs cannot hold spaces or quotes; percent-encode them (a space is %20)"
-            };
             self.error("resource-uri", location, format!("`{}` is not a valid URI: {reason}", spec.uri)).hint =
-                Some(hint.to_owned());
+                Some(reason.hint().to_owned());
         }
         let sources = present([
             ("text", spec.text.is_some()),
@@ -267,24 +262,53 @@ fn resource_wire(
 }
 
 /// Checks that `uri` has a scheme and no characters a URI cannot hold.
-pub(super) fn check_uri(uri: &str) -> Result<(), String> {
+pub(super) fn check_uri(uri: &str) -> Result<(), BadUri> {
     let Some((scheme, rest)) = uri.split_once(':') else {
-        return Err("it has no scheme (such as `myapp:`)".to_owned());
+        return Err(BadUri::NoScheme);
     };
     let scheme_ok = scheme.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
         && scheme.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
     if !scheme_ok {
-        return Err(format!("`{scheme}` is not a valid scheme"));
+        return Err(BadUri::Scheme(scheme.to_owned()));
     }
     if rest.is_empty() {
-        return Err("nothing follows the scheme".to_owned());
+        return Err(BadUri::OnlyScheme);
     }
     if let Some(bad) = uri.chars().find(|c| c.is_whitespace() || matches!(c, '"' | '<' | '>' | '\\' | '^' | '`' | '|'))
     {
         let shown = if bad == ' ' { "a space".to_owned() } else { format!("`{}`", bad.escape_default()) };
-        return Err(format!("it contains {shown}; percent-encode it (a space is %20)"));
+        return Err(BadUri::Character(shown));
     }
     Ok(())
+}
+
+/// Why a resource's URI (or URI template) is not one.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum BadUri {
+    /// No `scheme:`.
+    #[error("it has no scheme (such as `myapp:`)")]
+    NoScheme,
+    /// A scheme with characters a scheme cannot have.
+    #[error("`{0}` is not a valid scheme")]
+    Scheme(String),
+    /// `scheme:` and nothing after it.
+    #[error("nothing follows the scheme")]
+    OnlyScheme,
+    /// A character a URI cannot hold, as a person reads it.
+    #[error("it contains {0}; percent-encode it (a space is %20)")]
+    Character(String),
+}
+
+impl BadUri {
+    /// What to do about it.
+    fn hint(&self) -> &'static str {
+        match self {
+            BadUri::NoScheme | BadUri::Scheme(_) | BadUri::OnlyScheme => {
+                "a URI starts with a scheme, e.g. `myapp://policy` or `file:///path`"
+            }
+            BadUri::Character(_) => "URIs cannot hold spaces or quotes; percent-encode them (a space is %20)",
+        }
+    }
 }
 
 /// A MIME type from a file extension, for the common cases.
