@@ -106,39 +106,44 @@ pub struct Entries {
 /// refers to them is not checked, so the mistake is not reported twice.
 #[derive(Debug, Default, Clone)]
 pub struct Dropped {
-    /// Databases by name.
-    pub databases: HashSet<String>,
-    /// Whether the whole `databases:` block was unreadable.
-    pub all_databases: bool,
+    /// Entries of `databases:`.
+    pub databases: DroppedNames,
     /// Whether any resource or resource template was left out.
     pub resources: bool,
-    /// APIs by name.
-    pub apis: HashSet<String>,
-    /// Whether the whole `apis:` block was unreadable.
-    pub all_apis: bool,
+    /// Entries of `apis:`.
+    pub apis: DroppedNames,
     /// Whether any tool, or a toolset, was left out.
     pub tools: bool,
+}
+
+/// The entries of a named block (`databases:`, `apis:`) left out.
+#[derive(Debug, Default, Clone)]
+pub struct DroppedNames {
+    /// By name.
+    pub names: HashSet<String>,
+    /// Whether the whole block was unreadable.
+    pub all: bool,
+}
+
+impl DroppedNames {
+    /// Whether the entry `name` may have been declared but left out.
+    pub fn contains(&self, name: &str) -> bool {
+        self.all || self.names.contains(name)
+    }
+
+    fn merge(&mut self, other: DroppedNames) {
+        self.names.extend(other.names);
+        self.all |= other.all;
+    }
 }
 
 impl Dropped {
     /// Adds what `other` left out.
     pub fn merge(&mut self, other: Dropped) {
-        self.databases.extend(other.databases);
-        self.all_databases |= other.all_databases;
+        self.databases.merge(other.databases);
         self.resources |= other.resources;
-        self.apis.extend(other.apis);
-        self.all_apis |= other.all_apis;
+        self.apis.merge(other.apis);
         self.tools |= other.tools;
-    }
-
-    /// Whether the database `name` may have been declared but left out.
-    pub fn database(&self, name: &str) -> bool {
-        self.all_databases || self.databases.contains(name)
-    }
-
-    /// Whether the API `name` may have been declared but left out.
-    pub fn api(&self, name: &str) -> bool {
-        self.all_apis || self.apis.contains(name)
     }
 }
 
@@ -296,40 +301,27 @@ fn salvage(value: &Value, findings: &Findings) -> (Entries, bool) {
     if readable("data") {
         entries.data = value.get("data").and_then(read).unwrap_or_default();
     }
-    match value.get("databases") {
-        Some(Value::Object(map)) if readable("databases") => {
-            for (name, spec) in map {
-                let spec = (!broken_entries.contains(&("databases".to_owned(), name.clone()))).then(|| read(spec));
-                match spec.flatten() {
-                    Some(spec) => {
-                        entries.databases.insert(name.clone(), spec);
-                    }
-                    None => {
-                        entries.dropped.databases.insert(name.clone());
-                    }
-                }
-            }
-        }
-        None | Some(Value::Null) => {}
-        Some(_) => entries.dropped.all_databases = true,
-    }
-    match value.get("apis") {
-        Some(Value::Object(map)) if readable("apis") => {
-            for (name, spec) in map {
-                let spec = (!broken_entries.contains(&("apis".to_owned(), name.clone()))).then(|| read(spec));
-                match spec.flatten() {
-                    Some(spec) => {
-                        entries.apis.insert(name.clone(), spec);
-                    }
-                    None => {
-                        entries.dropped.apis.insert(name.clone());
+    // A named block: each readable entry, and the names of those left out.
+    let named = |block: &str| -> (IndexMap<String, Value>, DroppedNames) {
+        let mut kept = IndexMap::new();
+        let mut dropped = DroppedNames::default();
+        match value.get(block) {
+            Some(Value::Object(map)) if readable(block) => {
+                for (name, spec) in map {
+                    if broken_entries.contains(&(block.to_owned(), name.clone())) {
+                        dropped.names.insert(name.clone());
+                    } else {
+                        kept.insert(name.clone(), spec.clone());
                     }
                 }
             }
+            None | Some(Value::Null) => {}
+            Some(_) => dropped.all = true,
         }
-        None | Some(Value::Null) => {}
-        Some(_) => entries.dropped.all_apis = true,
-    }
+        (kept, dropped)
+    };
+    (entries.databases, entries.dropped.databases) = read_named(named("databases"));
+    (entries.apis, entries.dropped.apis) = read_named(named("apis"));
     let list = |key: &str| -> Vec<(usize, &Value)> {
         match value.get(key) {
             Some(Value::Array(items)) if readable(key) => items
@@ -367,6 +359,24 @@ fn salvage(value: &Value, findings: &Findings) -> (Entries, bool) {
         || broken_sections.contains("resources")
         || broken_sections.contains("resourceTemplates");
     (entries, declares_entries(&value))
+}
+
+/// The entries of a named block that read as `T`; those that do not join the ones left out.
+fn read_named<T: DeserializeOwned>(
+    (specs, mut dropped): (IndexMap<String, Value>, DroppedNames),
+) -> (IndexMap<String, T>, DroppedNames) {
+    let mut read_ones = IndexMap::new();
+    for (name, spec) in specs {
+        match read(&spec) {
+            Some(spec) => {
+                read_ones.insert(name, spec);
+            }
+            None => {
+                dropped.names.insert(name);
+            }
+        }
+    }
+    (read_ones, dropped)
 }
 
 fn read<T: DeserializeOwned>(value: &Value) -> Option<T> {
@@ -418,12 +428,12 @@ mod tests {
         let tools: Vec<(usize, &str, Option<&str>)> =
             checked.entries.tools.iter().map(|(idx, t)| (*idx, t.name.as_str(), t.description.as_deref())).collect();
         assert_eq!(tools, [(0, "a", Some("A.")), (3, "d", None)]);
-        assert!(checked.entries.dropped.database("db"));
+        assert!(checked.entries.dropped.databases.contains("db"));
         // A misspelt list is read as the list meant: the file declares something.
         let parsed = parse_file(Path::new("c.yaml"), "tool:\n  - { name: a, run: { text: a } }\n", &|_| None).unwrap();
         let checked = check_file(&parsed);
         assert!(checked.declares && checked.entries.tools.len() == 1, "{checked:?}");
-        assert!(!checked.entries.dropped.database("other"));
+        assert!(!checked.entries.dropped.databases.contains("other"));
         assert!(checked.declares);
     }
 

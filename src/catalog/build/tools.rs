@@ -217,8 +217,8 @@ impl Builder<'_> {
     ) -> T {
         let assembled = self.assembled;
         let left_out = |block: &str, name: &str| match block {
-            "databases" => assembled.databases.contains_key(name) || assembled.dropped.database(name),
-            "apis" => assembled.apis.contains_key(name) || assembled.dropped.api(name),
+            "databases" => assembled.databases.contains_key(name) || assembled.dropped.databases.contains(name),
+            "apis" => assembled.apis.contains_key(name) || assembled.dropped.apis.contains(name),
             _ => false,
         };
         // Out of the builder while the effect is checked, which needs the builder too.
