@@ -90,6 +90,19 @@ impl<T> Failure<T> {
     }
 }
 
+/// One entry of an effect's top-level block (`databases:`, `apis:`) as a
+/// catalog file declares it: what the effect's `check_…` reads.
+pub struct Declared<'a, S> {
+    /// Its name.
+    pub name: &'a str,
+    /// What it says.
+    pub spec: &'a S,
+    /// The folder of the file that declares it (relative paths start there).
+    pub base: std::path::PathBuf,
+    /// Where a key of it is written, by its JSON pointer in the entry (`/url`).
+    pub locate: Box<dyn Fn(&str) -> Location + 'a>,
+}
+
 /// A template an effect renders when it runs (a URL path, an argument of
 /// a program), registered and checked with the tool's templates.
 #[derive(Debug, Clone)]

@@ -19,7 +19,7 @@ use serde_json::{Map, Value, json};
 use super::assemble::{Assembled, Declared, Origin, io_reason};
 use super::{Catalog, Inputs, Prompt, Resource, ResourceTemplate, ServerInfo, Tool};
 use crate::diag::{Diagnostic, Location};
-use crate::effect::{http, sql};
+use crate::effect::{self, http, sql};
 use crate::render;
 
 mod mcp_headers;
@@ -163,33 +163,14 @@ impl Builder<'_> {
 
     /// Checks `databases:` (see [`sql::check_databases`]).
     fn open_databases(&mut self) {
-        let assembled = self.assembled;
-        let declared: Vec<sql::Declared<'_>> = assembled
-            .databases
-            .iter()
-            .map(|(name, decl)| sql::Declared {
-                name,
-                spec: &decl.spec,
-                base: assembled.base_dir(&decl.origin),
-                locate: Box::new(move |pointer| assembled.locate(&decl.origin, pointer)),
-            })
-            .collect();
+        let declared = declared_block(self.assembled, &self.assembled.databases);
         let previous = self.previous.map(|catalog| &catalog.databases);
         self.databases = sql::check_databases(&declared, previous, self.diagnostics);
     }
 
     /// Checks `apis:` (see [`http::check_apis`]).
     fn check_apis(&mut self) {
-        let assembled = self.assembled;
-        let declared: Vec<http::DeclaredApi<'_>> = assembled
-            .apis
-            .iter()
-            .map(|(name, decl)| http::DeclaredApi {
-                name,
-                spec: &decl.spec,
-                locate: Box::new(move |pointer| assembled.locate(&decl.origin, pointer)),
-            })
-            .collect();
+        let declared = declared_block(self.assembled, &self.assembled.apis);
         let previous = self.previous.map(|catalog| &catalog.apis);
         self.apis = http::check_apis(&declared, previous, self.diagnostics);
     }
@@ -381,4 +362,20 @@ fn describe_chars(chars: &[char]) -> String {
     let shown: Vec<String> =
         unique.iter().map(|c| if *c == ' ' { "a space".to_owned() } else { format!("`{c}`") }).collect();
     shown.join(", ")
+}
+
+/// The entries of an effect's block (`databases:`, `apis:`) as its check reads them.
+fn declared_block<'a, S>(
+    assembled: &'a Assembled,
+    block: &'a indexmap::IndexMap<String, Declared<S>>,
+) -> Vec<effect::Declared<'a, S>> {
+    block
+        .iter()
+        .map(|(name, decl)| effect::Declared {
+            name,
+            spec: &decl.spec,
+            base: assembled.base_dir(&decl.origin),
+            locate: Box::new(move |pointer| assembled.locate(&decl.origin, pointer)),
+        })
+        .collect()
 }

@@ -14,7 +14,7 @@ use super::{
     ApiSpec, DEFAULT_BACKOFF, DEFAULT_RETRY_ON, DEFAULT_TIMEOUT, MAX_ATTEMPTS, MAX_IDLE_PER_HOST, MAX_RETRY_WAIT,
     MAX_TIMEOUT, RetrySpec, escape_pointer,
 };
-use crate::diag::{Diagnostic, Location, innermost};
+use crate::diag::{Diagnostic, innermost};
 use crate::duration::{DurationSpec, positive_at_most};
 
 /// An api of a catalog, checked, with its connection pool.
@@ -35,14 +35,7 @@ pub(super) struct Retry {
 }
 
 /// One `apis:` entry as declared.
-pub struct DeclaredApi<'a> {
-    /// Its name.
-    pub name: &'a str,
-    /// What it says.
-    pub spec: &'a ApiSpec,
-    /// Where a key of it is written, by its JSON pointer in the entry (`/baseUrl`).
-    pub locate: Box<dyn Fn(&str) -> Location + 'a>,
-}
+pub type DeclaredApi<'a> = crate::effect::Declared<'a, ApiSpec>;
 
 /// The checked `apis:` of a catalog being loaded.
 #[derive(Default)]

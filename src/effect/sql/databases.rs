@@ -4,7 +4,6 @@
 //! once a catalog is accepted.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use indexmap::IndexMap;
@@ -32,16 +31,7 @@ pub struct DatabaseEntry {
 }
 
 /// One `databases:` entry as declared.
-pub struct Declared<'a> {
-    /// Its name.
-    pub name: &'a str,
-    /// What it says.
-    pub spec: &'a DatabaseSpec,
-    /// The folder of the file that declares it (relative paths start there).
-    pub base: PathBuf,
-    /// Where a key of it is written, by its JSON pointer in the entry (`/url`).
-    pub locate: Box<dyn Fn(&str) -> Location + 'a>,
-}
+pub type Declared<'a> = crate::effect::Declared<'a, DatabaseSpec>;
 
 /// The checked `databases:` of a catalog being loaded.
 #[derive(Default)]
