@@ -301,27 +301,9 @@ fn salvage(value: &Value, findings: &Findings) -> (Entries, bool) {
     if readable("data") {
         entries.data = value.get("data").and_then(read).unwrap_or_default();
     }
-    // A named block: each readable entry, and the names of those left out.
-    let named = |block: &str| -> (IndexMap<String, Value>, DroppedNames) {
-        let mut kept = IndexMap::new();
-        let mut dropped = DroppedNames::default();
-        match value.get(block) {
-            Some(Value::Object(map)) if readable(block) => {
-                for (name, spec) in map {
-                    if broken_entries.contains(&(block.to_owned(), name.clone())) {
-                        dropped.names.insert(name.clone());
-                    } else {
-                        kept.insert(name.clone(), spec.clone());
-                    }
-                }
-            }
-            None | Some(Value::Null) => {}
-            Some(_) => dropped.all = true,
-        }
-        (kept, dropped)
-    };
-    (entries.databases, entries.dropped.databases) = read_named(named("databases"));
-    (entries.apis, entries.dropped.apis) = read_named(named("apis"));
+    (entries.databases, entries.dropped.databases) =
+        read_named(value.get("databases"), "databases", readable("databases"), &broken_entries);
+    (entries.apis, entries.dropped.apis) = read_named(value.get("apis"), "apis", readable("apis"), &broken_entries);
     let list = |key: &str| -> Vec<(usize, &Value)> {
         match value.get(key) {
             Some(Value::Array(items)) if readable(key) => items
@@ -361,22 +343,36 @@ fn salvage(value: &Value, findings: &Findings) -> (Entries, bool) {
     (entries, declares_entries(&value))
 }
 
-/// The entries of a named block that read as `T`; those that do not join the ones left out.
+/// The entries of the named block `block` (`databases:`, `apis:`) whose
+/// value is `found` that read as `T`, and the names of those left out: a
+/// broken entry, one that does not read, or every one if the block is not a
+/// map or is not `readable`.
 fn read_named<T: DeserializeOwned>(
-    (specs, mut dropped): (IndexMap<String, Value>, DroppedNames),
+    found: Option<&Value>,
+    block: &str,
+    readable: bool,
+    broken_entries: &HashSet<(String, String)>,
 ) -> (IndexMap<String, T>, DroppedNames) {
-    let mut read_ones = IndexMap::new();
-    for (name, spec) in specs {
-        match read(&spec) {
-            Some(spec) => {
-                read_ones.insert(name, spec);
-            }
-            None => {
-                dropped.names.insert(name);
+    let mut kept = IndexMap::new();
+    let mut dropped = DroppedNames::default();
+    match found {
+        Some(Value::Object(map)) if readable => {
+            for (name, spec) in map {
+                let spec = (!broken_entries.contains(&(block.to_owned(), name.clone()))).then(|| read(spec));
+                match spec.flatten() {
+                    Some(spec) => {
+                        kept.insert(name.clone(), spec);
+                    }
+                    None => {
+                        dropped.names.insert(name.clone());
+                    }
+                }
             }
         }
+        None | Some(Value::Null) => {}
+        Some(_) => dropped.all = true,
     }
-    (read_ones, dropped)
+    (kept, dropped)
 }
 
 fn read<T: DeserializeOwned>(value: &Value) -> Option<T> {
