@@ -8,22 +8,19 @@
 //! current output, then read the diff: these files are the messages users see.
 
 use std::collections::BTreeSet;
-use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 use serde_json::Value;
+
+use crate::common;
 
 /// How long one `carte check` may run before it is killed.
 const TIMEOUT: Duration = Duration::from_secs(30);
 
 fn catalogs_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/catalogs")
-}
-
-fn blessing() -> bool {
-    std::env::var_os("CARTE_BLESS").is_some_and(|v| !v.is_empty() && v != "0")
 }
 
 /// What one run of the binary produced.
@@ -37,7 +34,7 @@ struct Run {
 /// killing it after [`TIMEOUT`].
 fn carte(dir: &Path, args: &[&str], envs: &[(&str, &str)]) -> Run {
     let mut command = Command::new(env!("CARGO_BIN_EXE_carte"));
-    command.args(args).current_dir(dir).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    command.args(args).current_dir(dir);
     // Fixtures rely on `CARTE_TEST_UNSET_*` being unset, and `CARTE_LOG`
     // would add log lines to stderr.
     for (name, _) in std::env::vars_os() {
@@ -46,33 +43,11 @@ fn carte(dir: &Path, args: &[&str], envs: &[(&str, &str)]) -> Run {
         }
     }
     command.envs(envs.iter().copied());
-    let mut child = command.spawn().expect("cannot start carte");
-    let mut stdout_pipe = child.stdout.take().unwrap();
-    let mut stderr_pipe = child.stderr.take().unwrap();
-    // Drain both pipes while waiting so a large output cannot block the child.
-    let stdout_reader = std::thread::spawn(move || {
-        let mut text = String::new();
-        stdout_pipe.read_to_string(&mut text).map(|_| text)
-    });
-    let stderr_reader = std::thread::spawn(move || {
-        let mut text = String::new();
-        stderr_pipe.read_to_string(&mut text).map(|_| text)
-    });
-    let deadline = Instant::now() + TIMEOUT;
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("cannot wait for carte") {
-            break status;
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("`carte {}` in {} did not finish within {TIMEOUT:?}", args.join(" "), dir.display());
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    let stdout = stdout_reader.join().unwrap().expect("stdout is not UTF-8");
-    let stderr = stderr_reader.join().unwrap().expect("stderr is not UTF-8");
-    Run { code: status.code(), stdout, stderr }
+    let what = format!("`carte {}` in {}", args.join(" "), dir.display());
+    let ran = common::run_to_end(&mut command, &what, TIMEOUT);
+    let stdout = String::from_utf8(ran.stdout).expect("stdout is not UTF-8");
+    let stderr = String::from_utf8(ran.stderr).expect("stderr is not UTF-8");
+    Run { code: ran.status.code(), stdout, stderr }
 }
 
 /// Runs `carte check FILE` the way the fixtures expect: from `tests/catalogs`,
@@ -108,7 +83,7 @@ fn check_fixture(fixture: &str, want_code: i32) -> Option<String> {
     let actual = format_expected(run.code, &run.stderr);
     let path = expected_path(fixture);
     let mut problems = Vec::new();
-    if blessing() {
+    if common::blessing() {
         std::fs::write(&path, &actual).unwrap_or_else(|err| panic!("cannot write {}: {err}", path.display()));
     } else {
         match std::fs::read_to_string(&path) {

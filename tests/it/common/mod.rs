@@ -15,6 +15,12 @@ use serde_json::{Value, json};
 /// How long any single wait may take before the test fails.
 pub const TIMEOUT: Duration = Duration::from_secs(20);
 
+/// Whether expected outputs are to be rewritten from what carte prints
+/// (`CARTE_BLESS=1`), not compared.
+pub fn blessing() -> bool {
+    std::env::var_os("CARTE_BLESS").is_some_and(|v| !v.is_empty() && v != "0")
+}
+
 /// A temporary folder that is removed when dropped.
 pub struct TempDir(pub PathBuf);
 
@@ -298,17 +304,25 @@ pub fn run_cli(
     rest: &[&str],
     envs: &[(&str, &str)],
 ) -> (Option<i32>, serde_json::Value, String) {
-    let mut child = carte()
-        .arg(command)
-        .arg(catalog)
-        .args(rest)
-        .env_remove("CARTE_LOG")
-        .envs(envs.iter().copied())
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut carte = carte();
+    carte.arg(command).arg(catalog).args(rest).env_remove("CARTE_LOG").envs(envs.iter().copied());
+    let ran = run_to_end(&mut carte, &format!("carte {command} {rest:?}"), TIMEOUT);
+    let json = serde_json::from_slice(&ran.stdout).unwrap_or(serde_json::Value::Null);
+    (ran.status.code(), json, String::from_utf8_lossy(&ran.stderr).into_owned())
+}
+
+/// What a program run to its end gave.
+pub struct Ran {
+    pub status: std::process::ExitStatus,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+}
+
+/// Runs `command` with no input to its end, reading both its outputs while
+/// it runs (a large output cannot block it); killed, and the test failed
+/// naming `what`, after `limit`.
+pub fn run_to_end(command: &mut Command, what: &str, limit: Duration) -> Ran {
+    let mut child = command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     let drain = |mut pipe: Box<dyn std::io::Read + Send>| {
         std::thread::spawn(move || {
             let mut bytes = Vec::new();
@@ -318,22 +332,28 @@ pub fn run_cli(
     };
     let stdout = drain(Box::new(child.stdout.take().unwrap()));
     let stderr = drain(Box::new(child.stderr.take().unwrap()));
-    let status = wait_bounded(&mut child, &format!("carte {command} {rest:?}"));
-    let json = serde_json::from_slice(&stdout.join().unwrap()).unwrap_or(serde_json::Value::Null);
-    (status.code(), json, String::from_utf8_lossy(&stderr.join().unwrap()).into_owned())
+    let status = wait_within(&mut child, what, limit);
+    Ran { status, stdout: stdout.join().unwrap(), stderr: stderr.join().unwrap() }
 }
 
 /// Waits for `child` to exit, killing it and failing the test (naming `what`)
 /// after [`TIMEOUT`].
 pub fn wait_bounded(child: &mut std::process::Child, what: &str) -> std::process::ExitStatus {
-    let deadline = Instant::now() + TIMEOUT;
+    wait_within(child, what, TIMEOUT)
+}
+
+/// Waits for `child` to exit, killing (and reaping) it and failing the test
+/// (naming `what`) after `limit`.
+pub fn wait_within(child: &mut std::process::Child, what: &str, limit: Duration) -> std::process::ExitStatus {
+    let deadline = Instant::now() + limit;
     loop {
         if let Some(status) = child.try_wait().unwrap() {
             return status;
         }
         if Instant::now() > deadline {
             let _ = child.kill();
-            panic!("{what} did not exit within {TIMEOUT:?}");
+            let _ = child.wait();
+            panic!("{what} did not exit within {limit:?}");
         }
         std::thread::sleep(Duration::from_millis(10));
     }
