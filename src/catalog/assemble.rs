@@ -8,12 +8,33 @@ use std::path::{Path, PathBuf};
 use indexmap::IndexMap;
 use serde_json::{Map, Value};
 
-use crate::catalog::model::{
-    ApiSpec, DatabaseSpec, PromptSpec, ResourceSpec, ResourceTemplateSpec, ServerSpec, ToolSpec,
-};
+use crate::catalog::model::{PromptSpec, ResourceSpec, ResourceTemplateSpec, ServerSpec, ToolSpec};
 use crate::catalog::source::{ParsedFile, Positions, escape_pointer, parse_file};
 use crate::catalog::structure::{Dropped, Entries, check_file};
 use crate::diag::{Diagnostic, Location};
+use crate::effect::Blocks;
+use crate::effect::block::{Block, EachMut, Registered, Stage, Written};
+
+/// The effects' blocks of every file, merged: each entry with where it was
+/// declared.
+pub struct Gathered;
+
+impl Stage for Gathered {
+    type Of<B: Block> = IndexMap<String, Declared<B::Spec>>;
+}
+
+/// Adds each block of one file (`from`) to the catalog's.
+struct GatherBlocks<'n, 'a> {
+    named: &'n mut Named<'a>,
+    from: &'n mut Blocks<Written>,
+}
+
+impl EachMut<Gathered> for GatherBlocks<'_, '_> {
+    fn each<B: Registered>(&mut self, into: &mut IndexMap<String, Declared<B::Spec>>) {
+        let entries = std::mem::take(B::of_mut(self.from));
+        self.named.add(into, entries, (B::KEY, B::ENTRY, B::DUPLICATE), None);
+    }
+}
 
 /// Where a declaration was written: which file, and its JSON pointer there.
 #[derive(Debug, Clone)]
@@ -48,10 +69,8 @@ pub struct Assembled {
     pub server: Option<Declared<ServerSpec>>,
     /// `data:` of every file, merged key by key.
     pub data: Map<String, Value>,
-    /// Databases by name.
-    pub databases: IndexMap<String, Declared<DatabaseSpec>>,
-    /// APIs by name.
-    pub apis: IndexMap<String, Declared<ApiSpec>>,
+    /// The effects' blocks (`databases:`, `apis:`), each entry by name.
+    pub blocks: Blocks<Gathered>,
     /// Toolsets by name: the tool names each lists.
     pub toolsets: IndexMap<String, Declared<Vec<String>>>,
     /// Tools in order (root first, then includes in glob order).
@@ -247,7 +266,7 @@ fn merge(
     assembled: &mut Assembled,
     data_origin: &mut IndexMap<String, Origin>,
     file_idx: usize,
-    file: Entries,
+    mut file: Entries,
     is_root: bool,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Vec<String> {
@@ -286,8 +305,7 @@ fn merge(
     }
     let files = &assembled.files;
     let mut named = Named { files, file: file_idx, diagnostics };
-    named.add(&mut assembled.databases, file.databases, ("databases", "database", "duplicate-database"), None);
-    named.add(&mut assembled.apis, file.apis, ("apis", "api", "duplicate-api"), None);
+    assembled.blocks.each_mut(&mut GatherBlocks { named: &mut named, from: &mut file.blocks });
     let hint = Some("list all of its tools in one place, or give one of them another name");
     named.add(&mut assembled.toolsets, file.toolsets, ("toolsets", "toolset", "duplicate-toolset"), hint);
     assembled.tools.reserve(file.tools.len());

@@ -35,12 +35,10 @@ pub struct CatalogFile {
     /// Free-form values; every template sees them as `data`.
     #[serde(default)]
     pub data: Option<Map<String, Value>>,
-    /// Named databases for `sql` tools.
-    #[serde(default)]
-    pub databases: Option<IndexMap<String, DatabaseSpec>>,
-    /// Named HTTP APIs for `http` tools.
-    #[serde(default)]
-    pub apis: Option<IndexMap<String, ApiSpec>>,
+    /// The effects' own blocks (`databases:`, `apis:`), each declared by
+    /// its effect (see `effect::Block`).
+    #[serde(flatten)]
+    pub blocks: crate::effect::BlockSpecs,
     /// Named subsets of the tools: each name (`A-Z a-z 0-9 _ -`) lists tool
     /// names; its clients see and call only those, at `/mcp/{name}` over HTTP
     /// and with `carte serve --toolset NAME` on stdio.

@@ -22,11 +22,13 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use crate::catalog::model::{
-    ApiSpec, CatalogFile, DatabaseSpec, Includes, PromptSpec, ResourceSpec, ResourceTemplateSpec, ServerSpec, ToolSpec,
+    CatalogFile, Includes, PromptSpec, ResourceSpec, ResourceTemplateSpec, ServerSpec, ToolSpec,
 };
 use crate::catalog::source::{ParsedFile, Positions, escape_pointer};
 use crate::diag::{Diagnostic, did_you_mean};
 pub use crate::diag::{readable_path, template_place};
+use crate::effect::block::{Build, LeftOut, Registered, Written};
+use crate::effect::{BLOCK_KEYS, Blocks};
 use violation::{CAMEL_CASE, explain};
 pub use violation::{describe, describe_value};
 
@@ -46,19 +48,15 @@ static COMPILED: LazyLock<Compiled> = LazyLock::new(|| {
     Compiled { schema, validator }
 });
 
+/// The keys a catalog file may have at the top, besides the effects' blocks
+/// ([`BLOCK_KEYS`]).
+const OWN_KEYS: &[&str] =
+    &["server", "include", "data", "toolsets", "tools", "prompts", "resources", "resourceTemplates"];
+
 /// The keys a catalog file may have at the top.
-const TOP_LEVEL: &[&str] = &[
-    "server",
-    "include",
-    "data",
-    "databases",
-    "apis",
-    "toolsets",
-    "tools",
-    "prompts",
-    "resources",
-    "resourceTemplates",
-];
+pub(crate) fn top_level_keys() -> impl Iterator<Item = &'static str> + Clone {
+    OWN_KEYS.iter().chain(BLOCK_KEYS).copied()
+}
 
 /// The lists whose entries are checked one by one (a mistake leaves out the entry).
 const LISTS: &[&str] = &["tools", "prompts", "resources", "resourceTemplates"];
@@ -84,10 +82,8 @@ pub struct Entries {
     pub include: Vec<String>,
     /// `data:`.
     pub data: Map<String, Value>,
-    /// `databases:`.
-    pub databases: IndexMap<String, DatabaseSpec>,
-    /// `apis:`.
-    pub apis: IndexMap<String, ApiSpec>,
+    /// The effects' blocks (`databases:`, `apis:`).
+    pub blocks: Blocks<Written>,
     /// `toolsets:`.
     pub toolsets: IndexMap<String, Vec<String>>,
     /// `tools:`, with their indexes.
@@ -106,44 +102,27 @@ pub struct Entries {
 /// refers to them is not checked, so the mistake is not reported twice.
 #[derive(Debug, Default, Clone)]
 pub struct Dropped {
-    /// Entries of `databases:`.
-    pub databases: DroppedNames,
+    /// Entries of the effects' blocks, by the block's key.
+    pub blocks: IndexMap<&'static str, LeftOut>,
     /// Whether any resource or resource template was left out.
     pub resources: bool,
-    /// Entries of `apis:`.
-    pub apis: DroppedNames,
     /// Whether any tool, or a toolset, was left out.
     pub tools: bool,
-}
-
-/// The entries of a named block (`databases:`, `apis:`) left out.
-#[derive(Debug, Default, Clone)]
-pub struct DroppedNames {
-    /// By name.
-    pub names: HashSet<String>,
-    /// Whether the whole block was unreadable.
-    pub all: bool,
-}
-
-impl DroppedNames {
-    /// Whether the entry `name` may have been declared but left out.
-    pub fn contains(&self, name: &str) -> bool {
-        self.all || self.names.contains(name)
-    }
-
-    fn merge(&mut self, other: DroppedNames) {
-        self.names.extend(other.names);
-        self.all |= other.all;
-    }
 }
 
 impl Dropped {
     /// Adds what `other` left out.
     pub fn merge(&mut self, other: Dropped) {
-        self.databases.merge(other.databases);
+        for (key, left_out) in other.blocks {
+            self.blocks.entry(key).or_default().merge(left_out);
+        }
         self.resources |= other.resources;
-        self.apis.merge(other.apis);
         self.tools |= other.tools;
+    }
+
+    /// The entries left out of the block `key`.
+    pub fn block(&self, key: &str) -> LeftOut {
+        self.blocks.get(key).cloned().unwrap_or_default()
     }
 }
 
@@ -153,8 +132,7 @@ impl Entries {
             server: file.server,
             include: file.include.map(|i| i.patterns().into_iter().map(str::to_owned).collect()).unwrap_or_default(),
             data: file.data.unwrap_or_default(),
-            databases: file.databases.unwrap_or_default(),
-            apis: file.apis.unwrap_or_default(),
+            blocks: file.blocks.into_written(),
             toolsets: file.toolsets.unwrap_or_default(),
             tools: file.tools.unwrap_or_default().into_iter().enumerate().collect(),
             prompts: file.prompts.unwrap_or_default().into_iter().enumerate().collect(),
@@ -224,9 +202,9 @@ fn declares_entries(value: &Value) -> bool {
 fn not_a_catalog(value: &Value, positions: &Positions) -> Option<Diagnostic> {
     let map = value.as_object()?;
     let foreign = |key: &str| {
-        !TOP_LEVEL.contains(&key)
+        !top_level_keys().any(|top| top == key)
             && !CAMEL_CASE.iter().any(|(snake, _)| *snake == key)
-            && did_you_mean(key, TOP_LEVEL.iter().copied()).is_none()
+            && did_you_mean(key, top_level_keys()).is_none()
     };
     if map.len() < 2 || !map.keys().all(|key| foreign(key)) {
         return None;
@@ -249,7 +227,7 @@ fn entry_of(pointer: &str) -> Option<(String, String)> {
     let mut segments = pointer.split('/').skip(1).map(|s| s.replace("~1", "/").replace("~0", "~"));
     let section = segments.next()?;
     let item = segments.next()?;
-    (LISTS.contains(&section.as_str()) || ["databases", "apis", "toolsets"].contains(&section.as_str()))
+    (LISTS.contains(&section.as_str()) || BLOCK_KEYS.contains(&section.as_str()) || section == "toolsets")
         .then_some((section, item))
 }
 
@@ -301,9 +279,13 @@ fn salvage(value: &Value, findings: &Findings) -> (Entries, bool) {
     if readable("data") {
         entries.data = value.get("data").and_then(read).unwrap_or_default();
     }
-    (entries.databases, entries.dropped.databases) =
-        read_named(value.get("databases"), "databases", readable("databases"), &broken_entries);
-    (entries.apis, entries.dropped.apis) = read_named(value.get("apis"), "apis", readable("apis"), &broken_entries);
+    let mut read_blocks = ReadBlocks {
+        value: &value,
+        readable: &readable,
+        broken_entries: &broken_entries,
+        dropped: &mut entries.dropped,
+    };
+    entries.blocks = Blocks::build(&mut read_blocks);
     let list = |key: &str| -> Vec<(usize, &Value)> {
         match value.get(key) {
             Some(Value::Array(items)) if readable(key) => items
@@ -343,6 +325,22 @@ fn salvage(value: &Value, findings: &Findings) -> (Entries, bool) {
     (entries, declares_entries(&value))
 }
 
+/// Reads each effect's block of a file with mistakes (see [`read_named`]).
+struct ReadBlocks<'a> {
+    value: &'a Value,
+    readable: &'a dyn Fn(&str) -> bool,
+    broken_entries: &'a HashSet<(String, String)>,
+    dropped: &'a mut Dropped,
+}
+
+impl Build<Written> for ReadBlocks<'_> {
+    fn build<B: Registered>(&mut self) -> IndexMap<String, B::Spec> {
+        let (kept, left_out) = read_named(self.value.get(B::KEY), B::KEY, (self.readable)(B::KEY), self.broken_entries);
+        self.dropped.blocks.insert(B::KEY, left_out);
+        kept
+    }
+}
+
 /// The entries of the named block `block` (`databases:`, `apis:`) whose
 /// value is `found` that read as `T`, and the names of those left out: a
 /// broken entry, one that does not read, or every one if the block is not a
@@ -352,9 +350,9 @@ fn read_named<T: DeserializeOwned>(
     block: &str,
     readable: bool,
     broken_entries: &HashSet<(String, String)>,
-) -> (IndexMap<String, T>, DroppedNames) {
+) -> (IndexMap<String, T>, LeftOut) {
     let mut kept = IndexMap::new();
-    let mut dropped = DroppedNames::default();
+    let mut dropped = LeftOut::default();
     match found {
         Some(Value::Object(map)) if readable => {
             for (name, spec) in map {
@@ -424,12 +422,12 @@ mod tests {
         let tools: Vec<(usize, &str, Option<&str>)> =
             checked.entries.tools.iter().map(|(idx, t)| (*idx, t.name.as_str(), t.description.as_deref())).collect();
         assert_eq!(tools, [(0, "a", Some("A.")), (3, "d", None)]);
-        assert!(checked.entries.dropped.databases.contains("db"));
+        assert!(checked.entries.dropped.block("databases").contains("db"));
         // A misspelt list is read as the list meant: the file declares something.
         let parsed = parse_file(Path::new("c.yaml"), "tool:\n  - { name: a, run: { text: a } }\n", &|_| None).unwrap();
         let checked = check_file(&parsed);
         assert!(checked.declares && checked.entries.tools.len() == 1, "{checked:?}");
-        assert!(!checked.entries.dropped.databases.contains("other"));
+        assert!(!checked.entries.dropped.block("databases").contains("other"));
         assert!(checked.declares);
     }
 

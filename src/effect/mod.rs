@@ -6,16 +6,17 @@
 //! [`Kind::check`]) and its run ([`Kind::run`]: the arguments in, the
 //! variables its result template sees out). The catalog depends on this
 //! module for the specs and the checked forms, and `run` calls them; an
-//! effect depends on neither. Adding an effect is its module and one line
-//! in `effects!` below (and, for one with a top-level block such as
-//! `databases:`, that block's key in the format and its field in
-//! [`Sections`]).
+//! effect depends on neither. An effect with a top-level block of its own
+//! (`databases:` for `sql`, `apis:` for `http`) also implements
+//! [`block::Block`] for it. Adding an effect is its module and one line in
+//! `effects!` below: see ARCHITECTURE.md, "Adding an effect".
 //!
 //! An effect hands its result to `finish` (the result's render) before its
 //! work is final, so that a result that fails can undo it: `sql` renders
 //! inside the statement's transaction and commits only if `finish`
 //! succeeded (see `sql::engine::Database::transact`).
 
+pub mod block;
 pub mod command;
 pub mod http;
 pub mod sql;
@@ -23,6 +24,7 @@ pub mod sql;
 use std::future::Future;
 use std::ops::Range;
 
+use indexmap::IndexMap;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -207,16 +209,7 @@ pub trait Call: Send + Sync {
 }
 
 /// The top-level blocks effects use, checked before the tools are.
-pub struct Sections<'a> {
-    /// `databases:`, for `sql`.
-    pub databases: &'a sql::Checked,
-    /// `apis:`, for `http`.
-    pub apis: &'a http::Apis,
-    /// Whether a block (`databases`, `apis`) may declare `name` though it was left
-    /// out for a mistake in it (reported already): whatever refers to it
-    /// is not reported again.
-    pub left_out: &'a dyn Fn(&str, &str) -> bool,
-}
+pub type Sections = Blocks<block::Checking>;
 
 /// One effect: its spec, its load-time check and its run.
 pub trait Kind: Sized + Send + Sync {
@@ -229,7 +222,7 @@ pub trait Kind: Sized + Send + Sync {
 
     /// Checks `spec` at load, reporting into `check`; `None` once it
     /// reported why the effect cannot run. Checking has no side effects.
-    fn check(spec: &Self::Spec, sections: &Sections<'_>, check: &mut Check<'_>) -> Option<Self>;
+    fn check(spec: &Self::Spec, sections: &Sections, check: &mut Check<'_>) -> Option<Self>;
 
     /// The arguments it uses itself (they are not reported unused).
     fn arguments_used(&self) -> &[String];
@@ -250,10 +243,84 @@ pub trait Kind: Sized + Send + Sync {
 }
 
 /// Registers the effects: one line each, `key: module::Kind(module::Spec)`,
-/// with the doc comment users read in the schema. It makes [`Specs`] (the
-/// effect keys of `run`), [`Effect`] (a checked effect) and [`KEYS`].
+/// with the doc comment users read in the schema, then in braces the
+/// effect's own top-level block if it has one (`block_key: module::Block`,
+/// with its doc comment). It makes [`Specs`] (the effect keys of `run`),
+/// [`Effect`] (a checked effect), [`KEYS`], and for the blocks
+/// [`BlockSpecs`] (their keys in a catalog file), [`Blocks`] and
+/// [`BLOCK_KEYS`].
 macro_rules! effects {
-    ($($(#[doc = $doc:literal])* $key:ident: $module:ident::$kind:ident($spec:ty),)*) => {
+    ($($(#[doc = $doc:literal])* $key:ident: $module:ident::$kind:ident($spec:ty) {
+        $($(#[doc = $block_doc:literal])* $block:ident: $block_module:ident::$block_type:ident)?
+    },)*) => {
+        /// The effects' top-level blocks as a catalog file writes them,
+        /// flattened into it.
+        #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+        pub struct BlockSpecs {
+            $($($(#[doc = $block_doc])* #[serde(default)]
+            pub $block: Option<IndexMap<String, <$block_module::$block_type as block::Block>::Spec>>,)?)*
+        }
+
+        /// The top-level keys of the effects' blocks.
+        pub const BLOCK_KEYS: &[&str] = &[$($(stringify!($block),)?)*];
+
+        /// Every effect's top-level block at one stage `S` of building a catalog.
+        pub struct Blocks<S: block::Stage> {
+            $($($(#[doc = $block_doc])* pub $block: S::Of<$block_module::$block_type>,)?)*
+        }
+
+        impl<S: block::Stage> Default for Blocks<S>
+        where
+            $($(S::Of<$block_module::$block_type>: Default,)?)*
+        {
+            fn default() -> Self {
+                Blocks { $($($block: Default::default(),)?)* }
+            }
+        }
+
+        impl<S: block::Stage> std::fmt::Debug for Blocks<S>
+        where
+            $($(S::Of<$block_module::$block_type>: std::fmt::Debug,)?)*
+        {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.debug_struct("Blocks")$($(.field(stringify!($block), &self.$block))?)*.finish()
+            }
+        }
+
+        impl<S: block::Stage> Blocks<S> {
+            /// Makes each block with `make`.
+            pub fn build(make: &mut impl block::Build<S>) -> Blocks<S> {
+                Blocks { $($($block: make.build::<$block_module::$block_type>(),)?)* }
+            }
+
+            /// Visits each block, in the order `effects!` lists them.
+            pub fn each<'a>(&'a self, visit: &mut impl block::Each<'a, S>) {
+                $($(visit.each::<$block_module::$block_type>(&self.$block);)?)*
+            }
+
+            /// Visits each block to change it.
+            pub fn each_mut(&mut self, visit: &mut impl block::EachMut<S>) {
+                $($(visit.each::<$block_module::$block_type>(&mut self.$block);)?)*
+            }
+        }
+
+        impl BlockSpecs {
+            /// The blocks written, an absent one empty.
+            pub fn into_written(self) -> Blocks<block::Written> {
+                Blocks { $($($block: self.$block.unwrap_or_default(),)?)* }
+            }
+        }
+
+        $($(impl block::Registered for $block_module::$block_type {
+            fn of<S: block::Stage>(blocks: &Blocks<S>) -> &S::Of<Self> {
+                &blocks.$block
+            }
+
+            fn of_mut<S: block::Stage>(blocks: &mut Blocks<S>) -> &mut S::Of<Self> {
+                &mut blocks.$block
+            }
+        })?)*
+
         /// The effect keys of a tool's `run`, flattened into it.
         #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
         pub struct Specs {
@@ -283,7 +350,7 @@ macro_rules! effects {
 
             /// Checks the given effect: `Some(None)` if there is none, `None`
             /// once it reported why it cannot run (also when `run` names two).
-            pub fn check(&self, sections: &Sections<'_>, check: &mut Check<'_>) -> Option<Option<Effect>> {
+            pub fn check(&self, sections: &Sections, check: &mut Check<'_>) -> Option<Option<Effect>> {
                 let named: Vec<&str> = [$((stringify!($key), self.$key.is_some())),*]
                     .into_iter()
                     .filter_map(|(key, present)| present.then_some(key))
@@ -332,9 +399,15 @@ macro_rules! effects {
 
 effects! {
     /// Runs one SQL statement on a `databases` entry; its rows are `rows` in the result template.
-    sql: sql::Sql(sql::SqlSpec),
+    sql: sql::Sql(sql::SqlSpec) {
+        /// Named databases for `sql` tools.
+        databases: sql::Databases
+    },
     /// Sends one HTTP request to an `apis` entry; the answer is `status`, `headers`, `body` and `json` in the result template.
-    http: http::Http(http::HttpSpec),
+    http: http::Http(http::HttpSpec) {
+        /// Named HTTP APIs for `http` tools.
+        apis: http::Apis
+    },
     /// Runs a program (never a shell); its `stdout`, `stderr` and `exit_code` are in the result template.
-    command: command::Command(command::CommandSpec),
+    command: command::Command(command::CommandSpec) {},
 }

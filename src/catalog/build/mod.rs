@@ -19,7 +19,8 @@ use serde_json::{Map, Value, json};
 use super::assemble::{Assembled, Declared, Origin, io_reason};
 use super::{Catalog, Inputs, Prompt, Resource, ResourceTemplate, ServerInfo, Tool};
 use crate::diag::{Diagnostic, Location};
-use crate::effect::{self, http, sql};
+use crate::effect::block::{Build, Checked, Checking, Kept, Registered};
+use crate::effect::{self, Blocks};
 use crate::render;
 
 mod mcp_headers;
@@ -59,12 +60,10 @@ struct Builder<'a> {
     /// Catalog files' text, read again only to place errors inside templates.
     file_texts: HashMap<PathBuf, Option<String>>,
     inputs: &'a mut Inputs,
-    previous: Option<&'a Catalog>,
-    /// The checked `databases:`, with the scratch copies statements are
-    /// prepared on (dropped, uncommitted, after the build).
-    databases: sql::Checked,
-    /// The checked `apis:`.
-    apis: http::Apis,
+    /// The effects' checked blocks (for `databases:`, with the scratch
+    /// copies statements are prepared on: dropped, uncommitted, after the
+    /// build).
+    blocks: Blocks<Checking>,
     /// Templates that build URL paths (rendered with the URL escape).
     url_templates: HashSet<String>,
 }
@@ -91,15 +90,13 @@ pub fn build(
         template_files: HashMap::new(),
         file_texts: HashMap::new(),
         inputs,
-        previous,
-        databases: sql::Checked::default(),
-        apis: http::Apis::default(),
+        blocks: Blocks::default(),
         url_templates: HashSet::new(),
     };
     let server = builder.server_info();
     builder.load_template_files();
-    builder.open_databases();
-    builder.check_apis();
+    builder.blocks =
+        Blocks::build(&mut CheckBlocks { assembled: &assembled, previous, diagnostics: &mut *builder.diagnostics });
     let tools: Vec<Tool> = assembled.tools.iter().filter_map(|decl| builder.tool(decl)).collect();
     let prompts: Vec<Prompt> = assembled.prompts.iter().filter_map(|decl| builder.prompt(decl)).collect();
     let resources: Vec<Resource> = assembled.resources.iter().filter_map(|decl| builder.resource(decl)).collect();
@@ -111,9 +108,8 @@ pub fn build(
     let data = crate::render::data_value(&assembled.data);
     builder.inputs.templates = vec![builder.configured_templates_dir()];
     let inputs = builder.inputs.clone();
-    let Builder { sources, databases, apis, url_templates, .. } = builder;
-    let databases = databases.entries;
-    let apis = apis.entries;
+    let Builder { sources, blocks, url_templates, .. } = builder;
+    let blocks = Blocks::build(&mut KeepBlocks(blocks));
     let templates = render::Templates::new(sources, url_templates);
     let tool_index = tools.iter().enumerate().map(|(idx, t)| (t.name.clone(), idx)).collect();
     let prompt_index = prompts.iter().enumerate().map(|(idx, p)| (p.name.clone(), idx)).collect();
@@ -127,8 +123,7 @@ pub fn build(
         toolsets,
         templates,
         data,
-        databases,
-        apis,
+        blocks,
         inputs,
         tool_index,
         prompt_index,
@@ -159,20 +154,6 @@ impl Builder<'_> {
         let idx = self.diagnostics.len();
         self.diagnostics.push(Diagnostic::warning(code, location, message));
         &mut self.diagnostics[idx]
-    }
-
-    /// Checks `databases:` (see [`sql::check_databases`]).
-    fn open_databases(&mut self) {
-        let declared = declared_block(self.assembled, &self.assembled.databases);
-        let previous = self.previous.map(|catalog| &catalog.databases);
-        self.databases = sql::check_databases(&declared, previous, self.diagnostics);
-    }
-
-    /// Checks `apis:` (see [`http::check_apis`]).
-    fn check_apis(&mut self) {
-        let declared = declared_block(self.assembled, &self.assembled.apis);
-        let previous = self.previous.map(|catalog| &catalog.apis);
-        self.apis = http::check_apis(&declared, previous, self.diagnostics);
     }
 
     /// How many errors were reported so far.
@@ -362,6 +343,32 @@ fn describe_chars(chars: &[char]) -> String {
     let shown: Vec<String> =
         unique.iter().map(|c| if *c == ' ' { "a space".to_owned() } else { format!("`{c}`") }).collect();
     shown.join(", ")
+}
+
+/// Checks each effect's block (see [`effect::block::Block::check`]),
+/// reusing what `previous` (the catalog this one replaces) opened.
+struct CheckBlocks<'a> {
+    assembled: &'a Assembled,
+    previous: Option<&'a Catalog>,
+    diagnostics: &'a mut Vec<Diagnostic>,
+}
+
+impl Build<Checking> for CheckBlocks<'_> {
+    fn build<B: Registered>(&mut self) -> Checked<B> {
+        let declared = declared_block(self.assembled, B::of(&self.assembled.blocks));
+        let previous = self.previous.map(|catalog| B::of(&catalog.blocks));
+        let block = B::check(&declared, previous, self.diagnostics);
+        Checked { block, left_out: self.assembled.dropped.block(B::KEY) }
+    }
+}
+
+/// What the catalog keeps of each checked block: its entries that can serve.
+struct KeepBlocks(Blocks<Checking>);
+
+impl Build<Kept> for KeepBlocks {
+    fn build<B: Registered>(&mut self) -> indexmap::IndexMap<String, B::Entry> {
+        std::mem::take(B::of_mut(&mut self.0)).block.into_entries()
+    }
 }
 
 /// The entries of an effect's block (`databases:`, `apis:`) as its check reads them.

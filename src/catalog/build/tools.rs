@@ -213,22 +213,13 @@ impl Builder<'_> {
         origin: &Origin,
         owner: &str,
         scope: &mut Scope,
-        check: impl FnOnce(&effect::Sections<'_>, &mut effect::Check<'_>) -> T,
+        check: impl FnOnce(&effect::Sections, &mut effect::Check<'_>) -> T,
     ) -> T {
-        let assembled = self.assembled;
-        let left_out = |block: &str, name: &str| match block {
-            "databases" => assembled.databases.contains_key(name) || assembled.dropped.databases.contains(name),
-            "apis" => assembled.apis.contains_key(name) || assembled.dropped.apis.contains(name),
-            _ => false,
-        };
         // Out of the builder while the effect is checked, which needs the builder too.
-        let databases = std::mem::take(&mut self.databases);
-        let apis = std::mem::take(&mut self.apis);
-        let sections = effect::Sections { databases: &databases, apis: &apis, left_out: &left_out };
+        let sections = std::mem::take(&mut self.blocks);
         let mut host = EffectHost { builder: self, origin, owner, scope };
         let checked = check(&sections, &mut effect::Check { arguments, free_text, host: &mut host });
-        self.databases = databases;
-        self.apis = apis;
+        self.blocks = sections;
         checked
     }
 

@@ -145,7 +145,7 @@ impl Kind for Command {
 
     type Spec = CommandSpec;
 
-    fn check(spec: &CommandSpec, _sections: &Sections<'_>, check: &mut Check<'_>) -> Option<Command> {
+    fn check(spec: &CommandSpec, _sections: &Sections, check: &mut Check<'_>) -> Option<Command> {
         // Paths are relative to the file the tool is written in.
         let file = check.host.locate("/run/command").file;
         let shown = Shown { file: &file, folder: file.parent().unwrap_or(Path::new("")) };

@@ -16,6 +16,7 @@ use super::{
 };
 use crate::diag::{Diagnostic, innermost};
 use crate::duration::{DurationSpec, positive_at_most};
+use crate::effect::block::Block;
 
 /// An api of a catalog, checked, with its connection pool.
 pub struct Api {
@@ -37,7 +38,7 @@ pub(super) struct Retry {
 /// One `apis:` entry as declared.
 pub type DeclaredApi<'a> = crate::effect::Declared<'a, ApiSpec>;
 
-/// The checked `apis:` of a catalog being loaded.
+/// The checked `apis:` of a catalog being loaded: `http`'s block.
 #[derive(Default)]
 pub struct Apis {
     /// Those that can be called, by name.
@@ -48,7 +49,7 @@ pub struct Apis {
 
 /// Checks each api; one of `previous` (the catalog this one replaces) with
 /// the same name and origin lends its client (and so its open connections).
-pub fn check_apis(
+fn check_apis(
     declared: &[DeclaredApi<'_>],
     previous: Option<&IndexMap<String, Arc<Api>>>,
     diagnostics: &mut Vec<Diagnostic>,
@@ -60,6 +61,31 @@ pub fn check_apis(
         }
     }
     apis
+}
+
+impl Block for Apis {
+    const KEY: &'static str = "apis";
+    const ENTRY: &'static str = "api";
+    const DUPLICATE: &'static str = "duplicate-api";
+
+    type Spec = ApiSpec;
+    type Entry = Arc<Api>;
+
+    fn check(
+        declared: &[DeclaredApi<'_>],
+        previous: Option<&IndexMap<String, Arc<Api>>>,
+        diagnostics: &mut Vec<Diagnostic>,
+    ) -> Apis {
+        check_apis(declared, previous, diagnostics)
+    }
+
+    fn declares(&self, name: &str) -> bool {
+        self.declared.iter().any(|declared| declared == name)
+    }
+
+    fn into_entries(self) -> IndexMap<String, Arc<Api>> {
+        self.entries
+    }
 }
 
 fn check_api(

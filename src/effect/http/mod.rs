@@ -33,7 +33,7 @@ mod apis;
 mod exchange;
 
 use apis::parse_timeout;
-pub use apis::{Api, Apis, DeclaredApi, check_apis};
+pub use apis::{Api, Apis, DeclaredApi};
 use exchange::{error_body, show_status};
 
 use super::{Call, Check, EffectError, Failure, Kind, Output, Sections, Template};
@@ -203,11 +203,11 @@ impl Kind for Http {
 
     type Spec = HttpSpec;
 
-    fn check(spec: &HttpSpec, sections: &Sections<'_>, check: &mut Check<'_>) -> Option<Http> {
-        let apis = sections.apis;
+    fn check(spec: &HttpSpec, sections: &Sections, check: &mut Check<'_>) -> Option<Http> {
+        let apis = &sections.apis.block;
         let api = match apis.entries.get(&spec.api) {
             Some(api) => Some(api.clone()),
-            None if apis.declared.contains(&spec.api) || (sections.left_out)("apis", &spec.api) => None,
+            None if sections.apis.may_declare(&spec.api) => None,
             None => {
                 let known = &apis.declared;
                 let hint = match did_you_mean(&spec.api, known.iter().map(String::as_str)) {

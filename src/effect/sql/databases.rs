@@ -12,6 +12,7 @@ use super::DatabaseSpec;
 use super::engine::{self, Database, Options, Probe, Target, parse_url};
 use crate::diag::{Diagnostic, Location};
 use crate::duration::positive_at_most;
+use crate::effect::block::Block;
 
 /// A database of a catalog: loading checked its `setup` and statements on a
 /// scratch copy; [`apply_setup`] applies `setup` for real.
@@ -33,9 +34,9 @@ pub struct DatabaseEntry {
 /// One `databases:` entry as declared.
 pub type Declared<'a> = crate::effect::Declared<'a, DatabaseSpec>;
 
-/// The checked `databases:` of a catalog being loaded.
+/// The checked `databases:` of a catalog being loaded: `sql`'s block.
 #[derive(Default)]
-pub struct Checked {
+pub struct Databases {
     /// Those that can be served, by name.
     pub entries: IndexMap<String, DatabaseEntry>,
     /// A scratch copy of each, with the new `setup` run on it, on which
@@ -50,12 +51,13 @@ pub struct Checked {
 /// prepared later. Nothing is opened for real here. A database of
 /// `previous` (the catalog this one replaces) is kept where the URL is the
 /// same.
-pub fn check_databases(
+fn check_databases(
     declared: &[Declared<'_>],
     previous: Option<&IndexMap<String, DatabaseEntry>>,
     diagnostics: &mut Vec<Diagnostic>,
-) -> Checked {
-    let mut checked = Checked { declared: declared.iter().map(|d| d.name.to_owned()).collect(), ..Checked::default() };
+) -> Databases {
+    let mut checked =
+        Databases { declared: declared.iter().map(|d| d.name.to_owned()).collect(), ..Databases::default() };
     for decl in declared {
         let name = decl.name;
         let url_location = (decl.locate)("/url");
@@ -227,11 +229,45 @@ fn error<'d>(
     &mut diagnostics[last]
 }
 
+impl Block for Databases {
+    const KEY: &'static str = "databases";
+    const ENTRY: &'static str = "database";
+    const DUPLICATE: &'static str = "duplicate-database";
+
+    type Spec = DatabaseSpec;
+    type Entry = DatabaseEntry;
+
+    fn check(
+        declared: &[Declared<'_>],
+        previous: Option<&IndexMap<String, DatabaseEntry>>,
+        diagnostics: &mut Vec<Diagnostic>,
+    ) -> Databases {
+        check_databases(declared, previous, diagnostics)
+    }
+
+    fn declares(&self, name: &str) -> bool {
+        self.declared.iter().any(|declared| declared == name)
+    }
+
+    fn into_entries(self) -> IndexMap<String, DatabaseEntry> {
+        self.entries
+    }
+
+    fn apply(entries: &IndexMap<String, DatabaseEntry>, fallback: &Location) -> Result<(), Vec<Diagnostic>> {
+        apply_setup(entries, fallback)
+    }
+
+    /// A PostgreSQL database that does not answer a trivial query in time.
+    async fn ready(entry: &DatabaseEntry) -> Result<(), String> {
+        entry.database.ready().await
+    }
+}
+
 /// Opens the databases of an accepted catalog and applies their `setup`
 /// (each only if it changed since it was last applied), all or nothing; a
 /// failure is a diagnostic at the statement or URL that failed (or at
 /// `fallback`, the catalog's start, should it name neither).
-pub fn apply_setup(databases: &IndexMap<String, DatabaseEntry>, fallback: Location) -> Result<(), Vec<Diagnostic>> {
+fn apply_setup(databases: &IndexMap<String, DatabaseEntry>, fallback: &Location) -> Result<(), Vec<Diagnostic>> {
     let entries: Vec<(&String, &DatabaseEntry)> = databases.iter().collect();
     let plans: Vec<engine::SetupPlan<'_>> = entries
         .iter()
@@ -243,7 +279,7 @@ pub fn apply_setup(databases: &IndexMap<String, DatabaseEntry>, fallback: Locati
         .collect();
     engine::apply_setup(&plans).map_err(|failure| {
         let Some((name, entry)) = entries.get(failure.plan) else {
-            return vec![Diagnostic::error("database-setup", fallback, failure.message)];
+            return vec![Diagnostic::error("database-setup", fallback.clone(), failure.message)];
         };
         let diagnostic = match failure.statement.and_then(|idx| entry.setup_locations.get(idx)) {
             Some(location) => {

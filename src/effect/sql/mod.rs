@@ -26,7 +26,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-pub use databases::{Checked, DatabaseEntry, Declared, apply_setup, check_databases};
+pub use databases::{DatabaseEntry, Databases, Declared};
 use engine::{Aborted, Database, MAX_ROWS, Prepared, Probe, Refusal, Rows};
 pub use postgres::parse_target as parse_postgres_url;
 pub use read::{Query, ReadSpec};
@@ -136,7 +136,7 @@ impl Kind for Sql {
 
     type Spec = SqlSpec;
 
-    fn check(sql: &SqlSpec, sections: &Sections<'_>, check: &mut Check<'_>) -> Option<Sql> {
+    fn check(sql: &SqlSpec, sections: &Sections, check: &mut Check<'_>) -> Option<Sql> {
         let computed = check_params(sql, check);
         let mut bindable: Vec<String> = check.arguments.to_vec();
         let names = sql.params.iter().flatten().map(|(name, _)| name);
@@ -298,12 +298,13 @@ pub(crate) fn prepare<'s>(
     statement: &str,
     at: &str,
     bind: &Bindable<'_>,
-    sections: &Sections<'s>,
+    sections: &'s Sections,
     check: &mut Check<'_>,
 ) -> Option<(&'s DatabaseEntry, Prepared)> {
-    let databases = sections.databases;
+    let checked = &sections.databases;
+    let databases = &checked.block;
     let (Some(entry), Some(probe)) = (databases.entries.get(database), databases.probes.get(database)) else {
-        if databases.declared.iter().any(|name| name == database) || (sections.left_out)("databases", database) {
+        if checked.may_declare(database) {
             return None; // it failed to open or to read; that error is reported already
         }
         let known = &databases.declared;

@@ -46,12 +46,7 @@ impl Query {
     /// Checks the `sql:` written at `/sql` of a resource whose URI has
     /// `variables` (none for a fixed URI), reporting into `check`; `None`
     /// once it reported why it cannot run.
-    pub fn check(
-        spec: &ReadSpec,
-        variables: &[String],
-        sections: &Sections<'_>,
-        check: &mut Check<'_>,
-    ) -> Option<Query> {
+    pub fn check(spec: &ReadSpec, variables: &[String], sections: &Sections, check: &mut Check<'_>) -> Option<Query> {
         let fixed = |param: &str| {
             format!(
                 "a resource with a fixed URI has nothing to bind; write the value into the statement, or move the entry to `resourceTemplates:` with `{{{param}}}` in its `uriTemplate`"

@@ -54,20 +54,29 @@ pub(super) async fn readyz(State(state): State<Arc<AppState>>, request: Request)
         _ if state.verifier.is_none() => return unauthorized(),
         _ => false,
     };
-    // Not ready while a PostgreSQL database of this catalog does not answer.
-    let databases = &snapshot.catalog.databases;
-    let answers = futures::future::join_all(databases.values().map(|entry| entry.database.ready())).await;
-    let down: serde_json::Map<String, serde_json::Value> = databases
-        .keys()
-        .zip(answers)
-        .filter_map(|(name, answer)| answer.err().map(|reason| (name.clone(), reason.into())))
-        .collect();
+    // Not ready while an entry of an effect's block (a PostgreSQL database)
+    // does not answer: `unreachableDatabases` names them, `databaseErrors`
+    // says why (with the token).
+    let down = snapshot.catalog.unready().await;
     let mut unready = !down.is_empty();
     if unready {
         ready["status"] = json!("unready");
-        ready["unreachableDatabases"] = json!(down.keys().collect::<Vec<_>>());
+    }
+    for entry in &down {
+        let block = entry.block;
+        let names = ready
+            .as_object_mut()
+            .map(|ready| ready.entry(format!("unreachable{}", capitalized(block))).or_insert_with(|| json!([])));
+        if let Some(serde_json::Value::Array(names)) = names {
+            names.push(json!(entry.name));
+        }
         if detailed {
-            ready["databaseErrors"] = serde_json::Value::Object(down);
+            let errors = ready
+                .as_object_mut()
+                .map(|ready| ready.entry(format!("{}Errors", entry.entry)).or_insert_with(|| json!({})));
+            if let Some(serde_json::Value::Object(errors)) = errors {
+                errors.insert(entry.name.clone(), json!(entry.reason));
+            }
         }
     }
     // Nor while the replicas' state database does not answer (`--state`).
@@ -98,4 +107,10 @@ pub(super) async fn readyz(State(state): State<Arc<AppState>>, request: Request)
         return (StatusCode::SERVICE_UNAVAILABLE, Json(ready)).into_response();
     }
     Json(ready).into_response()
+}
+
+/// `word` with its first letter upper case (`databases` → `Databases`).
+fn capitalized(word: &str) -> String {
+    let mut chars = word.chars();
+    chars.next().map(|first| first.to_uppercase().chain(chars).collect()).unwrap_or_default()
 }
