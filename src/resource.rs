@@ -4,11 +4,12 @@
 //! its message. What a read produces, [`ResourceBody`], is defined here; content
 //! blocks embed it (`content` depends on `resource`, never the reverse).
 //!
-//! A resource with `sql:` runs its statement when it is read
-//! ([`read_found`]): matching and rendering run on the blocking pool, the
-//! statement through the database's `transact` (holding no runtime thread,
-//! bounded by the database's timeout), and its body template sees `rows`
-//! and `truncated` (without a template, the body is the rows as JSON).
+//! A resource that names an effect (`sql:`, `http:`, `command:`) runs it
+//! when it is read ([`read_found`]; a statement through the database's
+//! `transact`, holding no runtime thread, bounded by the database's
+//! timeout), and its body template sees the effect's output (`rows` and
+//! `truncated` for `sql`); without a template, the body is the effect's
+//! value. Matching and rendering run inline first, then on the render pool.
 //! [`read`], for callers that cannot wait (a resource embedded in a result
 //! that renders on the blocking pool, the reload diff), reads every other
 //! resource and refuses those.
@@ -21,8 +22,7 @@ use minijinja::Value;
 use serde_json::Map;
 
 use crate::catalog::{Body, Catalog, Step};
-use crate::effect::sql::Query;
-use crate::effect::sql::engine::Rows;
+use crate::effect::{self, ReadEffect, Reads};
 use crate::render::{self, RenderError};
 
 /// The contents of one resource.
@@ -58,12 +58,18 @@ pub enum ReadError {
     /// Its body template failed.
     #[error(transparent)]
     Render(#[from] RenderError),
-    /// Its `sql` statement failed (or ran past the database's timeout).
-    #[error("its statement failed: {0}")]
-    Query(String),
-    /// It reads a database, which this caller cannot wait for ([`read`]).
-    #[error("it reads a database when it is read, so it cannot be embedded; link it with `resource_link` instead")]
-    Live,
+    /// Its effect failed (a statement ran past the database's timeout, an
+    /// api answered 500): `key` says which.
+    #[error("its `{key}` failed: {reason}")]
+    Effect {
+        /// The effect's key.
+        key: &'static str,
+        /// Why it failed.
+        reason: String,
+    },
+    /// It runs an effect, which this caller cannot wait for ([`read`]).
+    #[error("it {} when it is read, so it cannot be embedded; link it with `resource_link` instead", .0.does)]
+    Live(Reads),
     /// It has steps, which this caller cannot run ([`read`]).
     #[error(
         "it has `steps`, which run when a client reads it, so it cannot be embedded; link it with `resource_link` instead"
@@ -82,11 +88,11 @@ pub enum Found {
 }
 
 impl Found {
-    /// The statement the resource reads with, if any.
-    pub fn query<'c>(&self, catalog: &'c Catalog) -> Option<&'c Query> {
+    /// The effect a read of it runs, if any.
+    pub fn effect<'c>(&self, catalog: &'c Catalog) -> Option<&'c ReadEffect> {
         match self {
-            Found::Resource(idx) => catalog.resources.get(*idx)?.sql.as_ref(),
-            Found::Template(idx, _) => catalog.resource_templates.get(*idx)?.sql.as_ref(),
+            Found::Resource(idx) => catalog.resources.get(*idx)?.read.as_ref(),
+            Found::Template(idx, _) => catalog.resource_templates.get(*idx)?.read.as_ref(),
         }
     }
 
@@ -115,59 +121,61 @@ pub fn find(catalog: &Catalog, uri: &str) -> Result<Found, ReadError> {
         .ok_or(ReadError::NotFound)
 }
 
-/// The database the resource at `uri` reads, if it reads one.
+/// The entry of an effect's block (a database) whose writes change what the
+/// resource at `uri` reads, if a write is known to (see [`ReadEffect::watches`]).
 pub fn database_of<'c>(catalog: &'c Catalog, uri: &str) -> Option<&'c str> {
-    find(catalog, uri).ok()?.query(catalog).map(Query::database)
+    find(catalog, uri).ok()?.effect(catalog)?.watches()
 }
 
-/// Reads the resource at `uri`, blocking; one that reads a database is
+/// Reads the resource at `uri`, blocking; one that runs an effect is
 /// [`ReadError::Live`] (see [`read_found`]).
 pub fn read(catalog: &Catalog, uri: &str) -> Result<ResourceBody, ReadError> {
     let found = find(catalog, uri)?;
-    if found.query(catalog).is_some() {
-        return Err(ReadError::Live);
+    if let Some(effect) = found.effect(catalog) {
+        return Err(ReadError::Live(effect.reads()));
     }
     if !found.steps(catalog).is_empty() {
         return Err(ReadError::Steps);
     }
-    let (context, rows) = body_context(base_context(catalog, uri, &found), None);
-    render_body(catalog, uri, &found, &context, rows.as_ref())
+    let (context, value) = body_context(base_context(catalog, uri, &found), None);
+    render_body(catalog, uri, &found, &context, value.as_ref())
 }
 
 /// Reads what `uri` names (`found`) with `context` (see [`base_context`],
-/// plus what its steps produced): its statement, then its body, inline
-/// first (see [`render::inline`]), in `caller`'s turn of the render pool if
-/// it does not fit.
+/// plus what its steps produced): its effect (through `call`, which renders
+/// the effect's templates with `context`), then its body, inline first (see
+/// [`render::inline`]), in `caller`'s turn of the render pool if it does
+/// not fit.
 pub async fn read_found(
     catalog: &Arc<Catalog>,
-    uri: &str,
-    found: Found,
+    (uri, found): (&str, Found),
     context: BTreeMap<String, Value>,
+    call: &dyn effect::Call,
     caller: &(dyn Fn() -> render::Caller + Sync),
 ) -> Result<ResourceBody, ReadError> {
-    let rows = match found.query(catalog) {
-        Some(query) => {
+    let output = match found.effect(catalog) {
+        Some(effect) => {
             let variables = match &found {
                 Found::Template(_, variables) => variables
                     .iter()
-                    .filter(|(name, _)| query.params().contains(name))
                     .map(|(name, value)| (name.clone(), serde_json::Value::String(value.clone())))
                     .collect(),
                 Found::Resource(_) => Map::new(),
             };
-            Some(query.rows(variables).await.map_err(ReadError::Query)?)
+            let output = effect.read(call, variables).await;
+            Some(output.map_err(|reason| ReadError::Effect { key: effect.key(), reason })?)
         }
         None => None,
     };
-    let (context, rows) = body_context(context, rows);
-    if let Some(body) = render::inline(|| render_body(catalog, uri, &found, &context, rows.as_ref())) {
+    let (context, value) = body_context(context, output);
+    if let Some(body) = render::inline(|| render_body(catalog, uri, &found, &context, value.as_ref())) {
         return body;
     }
     let (owned, owned_uri) = (Arc::clone(catalog), uri.to_owned());
-    render::pooled(caller(), move || render_body(&owned, &owned_uri, &found, &context, rows.as_ref())).await?
+    render::pooled(caller(), move || render_body(&owned, &owned_uri, &found, &context, value.as_ref())).await?
 }
 
-/// What a resource's templates see before its statement runs: the URI's
+/// What a resource's templates see before its effect runs: the URI's
 /// variables, `data` and `uri`.
 pub fn base_context(catalog: &Catalog, uri: &str, found: &Found) -> BTreeMap<String, Value> {
     // The URI's variables first: `data` and `uri` are what they always are.
@@ -182,29 +190,36 @@ pub fn base_context(catalog: &Catalog, uri: &str, found: &Found) -> BTreeMap<Str
     context
 }
 
-/// What a body's templates see: `context`, and the statement's `rows` (and
-/// `truncated`) if it has one; the rows as JSON, for a body that is them.
-fn body_context(mut context: BTreeMap<String, Value>, rows: Option<Rows>) -> (Value, Option<serde_json::Value>) {
-    let mut json_rows = None;
-    if let Some(rows) = rows {
-        let list = serde_json::Value::Array(rows.rows.into_iter().map(serde_json::Value::Object).collect());
-        context.insert("rows".to_owned(), render::to_value(&list));
-        context.insert("truncated".to_owned(), Value::from(rows.truncated));
-        json_rows = Some(list);
+/// What a body's templates see: `context`, and the variables of its
+/// effect's `output` if it has one; the effect's value (its last variable),
+/// for a body that is it.
+fn body_context(
+    mut context: BTreeMap<String, Value>,
+    output: Option<effect::Output>,
+) -> (Value, Option<serde_json::Value>) {
+    let mut value = None;
+    for (name, variable) in output.map(|output| output.variables).unwrap_or_default() {
+        context.insert(name, render::to_value(&variable));
+        value = Some(variable);
     }
-    (render::scope(context), json_rows)
+    (render::scope(context), value)
 }
 
 /// Renders the body of what `uri` names with `context` (see
-/// [`body_context`]; templates run here), or its statement's `rows`.
+/// [`body_context`]; templates run here), or its effect's `value`: a
+/// string as it is, anything else as JSON.
 fn render_body(
     catalog: &Catalog,
     uri: &str,
     found: &Found,
     context: &Value,
-    json_rows: Option<&serde_json::Value>,
+    value: Option<&serde_json::Value>,
 ) -> Result<ResourceBody, ReadError> {
-    let rows_text = |rows: Option<&serde_json::Value>| rows.unwrap_or(&serde_json::Value::Null).to_string();
+    let value_text = |value: Option<&serde_json::Value>| match value {
+        Some(serde_json::Value::String(text)) => text.clone(),
+        Some(value) => value.to_string(),
+        None => "null".to_owned(),
+    };
     match found {
         Found::Resource(idx) => {
             let resource = catalog.resources.get(*idx).ok_or(ReadError::NotFound)?;
@@ -212,7 +227,7 @@ fn render_body(
                 Body::Template(template) => {
                     Contents::Text(render::render(&catalog.templates, template, context.clone())?)
                 }
-                Body::Rows => Contents::Text(rows_text(json_rows)),
+                Body::Value => Contents::Text(value_text(value)),
                 Body::Bytes { bytes, text: true } => Contents::Text(String::from_utf8_lossy(bytes).into_owned()),
                 Body::Bytes { bytes, text: false } => {
                     Contents::Blob(base64::engine::general_purpose::STANDARD.encode(bytes))
@@ -227,7 +242,7 @@ fn render_body(
                     RenderError::Failed(message) => ReadError::Rejected(message),
                     err => ReadError::Render(err),
                 })?,
-                None => rows_text(json_rows),
+                None => value_text(value),
             };
             Ok(ResourceBody {
                 uri: uri.to_owned(),

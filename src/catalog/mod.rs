@@ -39,8 +39,7 @@ use serde_json::{Map, Value};
 
 use crate::diag::Diagnostic;
 use crate::effect::block::{Each, Kept, Registered};
-use crate::effect::sql::Query;
-use crate::effect::{Blocks, Effect};
+use crate::effect::{Blocks, Effect, ReadEffect};
 use crate::uri_template::UriTemplate;
 
 pub use inputs::{Fingerprint, IncludePattern, Inputs};
@@ -360,16 +359,16 @@ pub struct Resource {
     pub mime_type: Option<String>,
     /// Where its body comes from.
     pub body: Body,
-    /// The statement whose rows its body template sees, if it reads a database.
-    pub sql: Option<Query>,
+    /// The effect whose output its body sees, run on each read, if it has one.
+    pub read: Option<ReadEffect>,
     /// Steps taken on each read, before the body renders.
     pub steps: Vec<Step>,
 }
 
 /// A resource body.
 pub enum Body {
-    /// The rows of its `sql` statement, as JSON.
-    Rows,
+    /// The value of its effect (a string as it is, anything else as JSON).
+    Value,
     /// Rendered from the named template.
     Template(String),
     /// A file's bytes, read at load.
@@ -389,11 +388,11 @@ pub struct ResourceTemplate {
     pub wire: Map<String, Value>,
     /// Its MIME type.
     pub mime_type: Option<String>,
-    /// The template rendering its body; `None`: the rows of its `sql`
-    /// statement, as JSON.
+    /// The template rendering its body; `None`: the value of its effect
+    /// (see [`Body::Value`]).
     pub body: Option<String>,
-    /// The statement whose rows its body template sees, if it reads a database.
-    pub sql: Option<Query>,
+    /// The effect whose output its body sees, run on each read, if it has one.
+    pub read: Option<ReadEffect>,
     /// Completion values per variable.
     pub complete: IndexMap<String, Vec<String>>,
     /// Steps taken on each read, before the body renders.

@@ -565,11 +565,9 @@ pub struct ResourceSpec {
     /// A file served raw (relative to this catalog file); binary types as base64 blobs.
     #[serde(default)]
     pub file: Option<String>,
-    /// Reads its body from a database: a read-only statement whose rows `text` or `template` see
-    /// as `rows` (without either, the body is the rows as JSON). Clients subscribed to it get
-    /// `notifications/resources/updated` when a tool's write changes what it reads.
-    #[serde(default)]
-    pub sql: Option<crate::effect::sql::ReadSpec>,
+    /// The effect a read runs (`sql`, `http`, `command`: at most one), whose output the body sees.
+    #[serde(flatten)]
+    pub reads: crate::effect::ReadSpecs,
     /// Steps taken on each read before the body renders (log, progress, sleep, elicit, sample,
     /// roots, ask); the body sees `answers`, `elicited`, `sampled` and `roots`.
     #[serde(default)]
@@ -601,12 +599,9 @@ pub struct ResourceTemplateSpec {
     /// A template file rendering its body.
     #[serde(default)]
     pub template: Option<String>,
-    /// Reads its body from a database: a read-only statement whose `:name` parameters are the URI
-    /// template's variables; `text` or `template` see its rows as `rows` (without either, the body
-    /// is the rows as JSON). Subscribers get `notifications/resources/updated` when a tool's write
-    /// changes what it reads.
-    #[serde(default)]
-    pub sql: Option<crate::effect::sql::ReadSpec>,
+    /// The effect a read runs (`sql`, `http`, `command`: at most one), whose output the body sees.
+    #[serde(flatten)]
+    pub reads: crate::effect::ReadSpecs,
     /// Values offered by `completion/complete`, per URI variable.
     #[serde(default)]
     pub complete: Option<IndexMap<String, Vec<String>>>,

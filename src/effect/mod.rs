@@ -227,6 +227,47 @@ pub trait Kind: Sized + Send + Sync {
     /// The arguments it uses itself (they are not reported unused).
     fn arguments_used(&self) -> &[String];
 
+    /// What a resource that names it does when a client reads it, for
+    /// messages.
+    const READS: Reads;
+
+    /// The MIME type of a resource body that is this effect's value (the
+    /// last of its output's variables: a string as it is, anything else as
+    /// JSON), for a resource with neither `text` nor `template`.
+    const VALUE_MIME: &'static str;
+
+    /// Its spec in a resource, as the catalog writes it (a resource's keys
+    /// are at the top of the entry, not under `run`).
+    type ReadSpec;
+
+    /// Its checked form in a resource: what a read runs.
+    type Read: Send + Sync;
+
+    /// Checks `spec` in a resource, like [`Kind::check`]: `check.arguments`
+    /// are the variables of the resource's URI (none for a fixed URI). The
+    /// check places keys as in a tool (`/run/http/api`); the host places
+    /// them in the resource.
+    fn check_read(spec: &Self::ReadSpec, sections: &Sections, check: &mut Check<'_>) -> Option<Self::Read>;
+
+    /// Runs a resource's read with the URI's `variables`: what its body
+    /// sees, or why it failed. Dropping the future stops the work.
+    fn read<'a>(
+        read: &'a Self::Read,
+        call: &'a dyn Call,
+        variables: Map<String, Value>,
+    ) -> impl Future<Output = Result<Output, String>> + Send + 'a;
+
+    /// The entry of the effect's block whose writes change what `read`
+    /// reads (its `databases` entry), for live resources; `None`: no write
+    /// a tool makes is known to change it.
+    fn watches(read: &Self::Read) -> Option<&str> {
+        let _ = read;
+        None
+    }
+
+    /// The URI variables `read` uses itself (they are not reported unused).
+    fn read_uses(read: &Self::Read) -> &[String];
+
     /// Runs it with the call's `arguments`, then `finish` (the result's
     /// render) with what it produced. If `finish` fails, the effect undoes
     /// what it can and says so in [`Failure::Refused`]; dropping the
@@ -242,6 +283,47 @@ pub trait Kind: Sized + Send + Sync {
         Fut: Future<Output = Result<T, T>>;
 }
 
+/// Runs `effect` as a resource's read: its output as it is, or why it
+/// failed (for an effect whose read is its run, such as `http`).
+pub async fn run_as_read<K: Kind>(
+    effect: &K,
+    call: &dyn Call,
+    variables: Map<String, Value>,
+) -> Result<Output, String> {
+    let finish = |output: Output| std::future::ready(Ok::<Output, Output>(output));
+    effect.run(call, variables, finish).await.map_err(|failure| match failure {
+        Failure::Failed { reason, .. } => reason,
+        Failure::Refused { .. } => "its output was refused".to_owned(),
+    })
+}
+
+/// How messages say what a resource's effect does when the resource is
+/// read (`resource … reads a database (`sql`), so it cannot be embedded`).
+#[derive(Debug, Clone, Copy)]
+pub struct Reads {
+    /// What the resource does: "reads a database".
+    pub does: &'static str,
+    /// When: "its rows are read" (when a client reads it).
+    pub when: &'static str,
+    /// What a tool does instead, with its own effect: "read the rows".
+    pub instead: &'static str,
+    /// What a body template renders of its output: "the rows".
+    pub output: &'static str,
+    /// What the body is without a template: "the rows as JSON".
+    pub value: &'static str,
+}
+
+/// Whether at most one of the effect keys (`named`: each key and whether it
+/// is written) is written in `owner` (`` `run` ``, "a resource"); if not,
+/// reports it with `hint`.
+fn one_effect(named: &[(&str, bool)], check: &mut Check<'_>, owner: &str, hint: &str) -> bool {
+    let mut present = named.iter().filter(|(_, present)| *present).map(|(key, _)| key);
+    let (Some(first), Some(second)) = (present.next(), present.next()) else { return true };
+    check.error("run", &format!("/run/{second}"), format!("{owner} has both `{first}` and `{second}`")).hint =
+        Some(hint.to_owned());
+    false
+}
+
 /// Registers the effects: one line each, `key: module::Kind(module::Spec)`,
 /// with the doc comment users read in the schema, then in braces the
 /// effect's own top-level block if it has one (`block_key: module::Block`,
@@ -252,7 +334,98 @@ pub trait Kind: Sized + Send + Sync {
 macro_rules! effects {
     ($($(#[doc = $doc:literal])* $key:ident: $module:ident::$kind:ident($spec:ty) {
         $($(#[doc = $block_doc:literal])* $block:ident: $block_module:ident::$block_type:ident)?
+    } read {
+        $(#[doc = $read_doc:literal])*
     },)*) => {
+        /// The effect keys of a resource or resource template, flattened into it.
+        #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+        pub struct ReadSpecs {
+            $($(#[doc = $read_doc])* #[serde(default)] pub $key: Option<<$module::$kind as Kind>::ReadSpec>,)*
+        }
+
+        /// A resource's effect, checked: what a read of it runs.
+        pub enum ReadEffect {
+            $($(#[doc = $doc])* $kind(<$module::$kind as Kind>::Read),)*
+        }
+
+        impl ReadSpecs {
+            /// The key of the effect the resource names, if it names one.
+            pub fn key(&self) -> Option<&'static str> {
+                $(if self.$key.is_some() { return Some(stringify!($key)); })*
+                None
+            }
+
+            /// How messages say what the given effect does, if one is given.
+            pub fn reads(&self) -> Option<Reads> {
+                $(if self.$key.is_some() { return Some(<$module::$kind as Kind>::READS); })*
+                None
+            }
+
+            /// The variables the given effect's output gives the body.
+            pub fn variables(&self) -> Vec<&'static str> {
+                let mut names = Vec::new();
+                $(if self.$key.is_some() { names.extend(<$module::$kind as Kind>::VARIABLES); })*
+                names
+            }
+
+            /// Checks the given effect: `Some(None)` if there is none, `None`
+            /// once it reported why it cannot run (also when it names two).
+            pub fn check(&self, sections: &Sections, check: &mut Check<'_>) -> Option<Option<ReadEffect>> {
+                let named = [$((stringify!($key), self.$key.is_some())),*];
+                if !one_effect(&named, check, "a resource", "a resource reads with one effect; give this one its own URI") {
+                    return None;
+                }
+                $(if let Some(spec) = &self.$key {
+                    return <$module::$kind as Kind>::check_read(spec, sections, check).map(|e| Some(ReadEffect::$kind(e)));
+                })*
+                Some(None)
+            }
+        }
+
+        impl ReadEffect {
+            /// Its key (`sql`, `http`, `command`).
+            pub fn key(&self) -> &'static str {
+                match self {
+                    $(ReadEffect::$kind(_) => stringify!($key),)*
+                }
+            }
+
+            /// What a read of it does, for messages.
+            pub fn reads(&self) -> Reads {
+                match self {
+                    $(ReadEffect::$kind(_) => <$module::$kind as Kind>::READS,)*
+                }
+            }
+
+            /// Runs a read (see [`Kind::read`]).
+            pub async fn read(&self, call: &dyn Call, variables: Map<String, Value>) -> Result<Output, String> {
+                match self {
+                    $(ReadEffect::$kind(read) => <$module::$kind as Kind>::read(read, call, variables).await,)*
+                }
+            }
+
+            /// The URI variables it uses itself (see [`Kind::read_uses`]).
+            pub fn uses(&self) -> &[String] {
+                match self {
+                    $(ReadEffect::$kind(read) => <$module::$kind as Kind>::read_uses(read),)*
+                }
+            }
+
+            /// The MIME type of a body that is its value (see [`Kind::VALUE_MIME`]).
+            pub fn value_mime(&self) -> &'static str {
+                match self {
+                    $(ReadEffect::$kind(_) => <$module::$kind as Kind>::VALUE_MIME,)*
+                }
+            }
+
+            /// The block entry whose writes change what it reads (see [`Kind::watches`]).
+            pub fn watches(&self) -> Option<&str> {
+                match self {
+                    $(ReadEffect::$kind(read) => <$module::$kind as Kind>::watches(read),)*
+                }
+            }
+        }
+
         /// The effects' top-level blocks as a catalog file writes them,
         /// flattened into it.
         #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
@@ -351,14 +524,8 @@ macro_rules! effects {
             /// Checks the given effect: `Some(None)` if there is none, `None`
             /// once it reported why it cannot run (also when `run` names two).
             pub fn check(&self, sections: &Sections, check: &mut Check<'_>) -> Option<Option<Effect>> {
-                let named: Vec<&str> = [$((stringify!($key), self.$key.is_some())),*]
-                    .into_iter()
-                    .filter_map(|(key, present)| present.then_some(key))
-                    .collect();
-                if let [first, second, ..] = named[..] {
-                    check
-                        .error("run", &format!("/run/{second}"), format!("`run` has both `{first}` and `{second}`"))
-                        .hint = Some("a tool runs one effect; split it into two tools".to_owned());
+                let named = [$((stringify!($key), self.$key.is_some())),*];
+                if !one_effect(&named, check, "`run`", "a tool runs one effect; split it into two tools") {
                     return None;
                 }
                 $(if let Some(spec) = &self.$key {
@@ -402,12 +569,25 @@ effects! {
     sql: sql::Sql(sql::SqlSpec) {
         /// Named databases for `sql` tools.
         databases: sql::Databases
+    } read {
+        /// Reads its body from a database: a read-only statement (in a resource template, its
+        /// `:name` parameters are the URI template's variables); `text` or `template` see its rows as
+        /// `rows` (without either, the body is the rows as JSON). Subscribers get
+        /// `notifications/resources/updated` when a tool's write changes what it reads.
     },
     /// Sends one HTTP request to an `apis` entry; the answer is `status`, `headers`, `body` and `json` in the result template.
     http: http::Http(http::HttpSpec) {
         /// Named HTTP APIs for `http` tools.
         apis: http::Apis
+    } read {
+        /// Reads its body from an `apis` entry with one GET request (the URI's variables fill the
+        /// path and query templates); `text` or `template` see `status`, `headers`, `body` and
+        /// `json` (without either, the body is `json`).
     },
     /// Runs a program (never a shell); its `stdout`, `stderr` and `exit_code` are in the result template.
-    command: command::Command(command::CommandSpec) {},
+    command: command::Command(command::CommandSpec) {} read {
+        /// Reads its body from a program's output (never a shell; the URI's variables fill the argv
+        /// templates); `text` or `template` see `stdout`, `stderr` and `exit_code` (without either,
+        /// the body is `stdout`).
+    },
 }

@@ -234,7 +234,18 @@ async fn finish(
     }
 }
 
-/// A tool call as its effect sees it (see [`effect::Call`]).
+/// What a resource's effect runs through when `client` reads it: its
+/// templates see `context` (the URI's variables, `data`, `uri` and what the
+/// resource's steps produced).
+pub fn resource_call<'c>(
+    catalog: &Arc<Catalog>,
+    context: &BTreeMap<String, TemplateValue>,
+    client: &'c dyn steps::Client,
+) -> impl effect::Call + 'c {
+    Running { catalog: Arc::clone(catalog), variables: crate::render::scope(context.clone()), client }
+}
+
+/// A tool call (or a resource's read) as its effect sees it (see [`effect::Call`]).
 struct Running<'c> {
     catalog: Arc<Catalog>,
     /// What the effect's templates see: the arguments, `arguments`, `data`

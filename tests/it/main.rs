@@ -27,6 +27,7 @@ mod reload;
 mod reload_torture;
 mod replicas;
 mod reservo;
+mod resource_effects;
 mod runners;
 mod schema;
 mod secrets;

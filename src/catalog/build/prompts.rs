@@ -114,14 +114,14 @@ impl Builder<'_> {
             // Whether the resource it names reads a database, and whether it
             // has steps; `None`: there is none.
             let named =
-                resources.iter().find(|r| r.uri == uri).map(|r| (r.sql.is_some(), !r.steps.is_empty())).or_else(|| {
+                resources.iter().find(|r| r.uri == uri).map(|r| (r.read.as_ref(), !r.steps.is_empty())).or_else(|| {
                     templates
                         .iter()
                         .find(|t| matches!(t.template.match_uri(uri), Ok(Some(_))))
-                        .map(|t| (t.sql.is_some(), !t.steps.is_empty()))
+                        .map(|t| (t.read.as_ref(), !t.steps.is_empty()))
                 });
-            let reads = named.map(|(sql, _)| sql);
-            if named.is_some_and(|(sql, steps)| steps && !sql) {
+            let reads = named.and_then(|(read, _)| read);
+            if named.is_some_and(|(read, steps)| steps && read.is_none()) {
                 self.error(
                     "resource-embed",
                     location.clone(),
@@ -134,18 +134,24 @@ impl Builder<'_> {
                 }
                 .to_owned());
             }
-            if reads == Some(true) {
+            if let Some(read) = reads {
+                let (key, reads) = (read.key(), read.reads());
                 self.error(
                     "resource-embed",
                     location.clone(),
-                    format!("resource `{uri}` reads a database (`sql`), so it cannot be embedded"),
+                    format!("resource `{uri}` {} (`{key}`), so it cannot be embedded", reads.does),
                 )
                 .hint = Some(if in_tool {
-                    "its rows are read when a client reads it: link it instead (`- resource_link: { uri: …, name: … }`), or read the rows with the tool's own `sql:`"
+                    format!(
+                        "{} when a client reads it: link it instead (`- resource_link: {{ uri: …, name: … }}`), or {} with the tool's own `{key}:`",
+                        reads.when, reads.instead
+                    )
                 } else {
-                    "its rows are read when a client reads it: name its URI in the message's text, and the client reads it with `resources/read`"
-                }
-                .to_owned());
+                    format!(
+                        "{} when a client reads it: name its URI in the message's text, and the client reads it with `resources/read`",
+                        reads.when
+                    )
+                });
             }
             // One declared but left out for its own errors (reported) is not "not declared".
             let declared = || {

@@ -8,9 +8,10 @@ use crate::catalog::assemble::{Declared, Origin};
 use crate::catalog::model::{ResourceSpec, ResourceTemplateSpec};
 use crate::catalog::{Body, Resource, ResourceTemplate};
 use crate::diag::suggest;
-use crate::effect::sql::{Query, ReadSpec};
+use crate::effect::{ReadEffect, ReadSpecs};
 use crate::uri_template::UriTemplate;
 
+use super::tools::EffectKeys;
 use super::{Builder, Scope, present, read_limited, wire_head};
 
 impl Builder<'_> {
@@ -38,18 +39,22 @@ impl Builder<'_> {
             ("template", spec.template.is_some()),
             ("file", spec.file.is_some()),
         ]);
-        let sql = spec.sql.as_ref().map(|sql| self.resource_sql(sql, &[], origin, &format!("resource {}:", spec.uri)));
-        if spec.sql.is_some() && spec.file.is_some() {
+        let declared_steps = spec.steps.as_deref().unwrap_or_default();
+        let owner = format!("resource {}:", spec.uri);
+        let effect_key = spec.reads.key();
+        let mut effect_scope = effect_scope(&[], declared_steps);
+        let read = effect_key.map(|_| self.resource_read(&spec.reads, &[], origin, &owner, &mut effect_scope));
+        if let (Some(key), Some(reads), true) = (effect_key, spec.reads.reads(), spec.file.is_some()) {
             let location = self.assembled.locate_key(origin, "/file");
-            let message = format!("resource `{}` has both `sql` and `file`", spec.uri);
-            self.error("resource-body", location, message).hint = Some(
-                "a `file` is served as it is; to show the rows of `sql`, write `text:` or `template:` (or neither, for the rows as JSON)"
-                    .to_owned(),
-            );
+            let message = format!("resource `{}` has both `{key}` and `file`", spec.uri);
+            self.error("resource-body", location, message).hint = Some(format!(
+                "a `file` is served as it is; to show {} of `{key}`, write `text:` or `template:` (or neither, for {})",
+                reads.output, reads.value
+            ));
             return None;
         }
-        if spec.sql.is_some() && sources.len() <= 1 {
-            // `text` or `template` renders the rows; neither: the rows as JSON.
+        if effect_key.is_some() && sources.len() <= 1 {
+            // `text` or `template` renders the effect's output; neither: its value.
         } else if sources.len() != 1 {
             let location = self.assembled.locate_key(origin, "");
             let message = if sources.is_empty() {
@@ -62,20 +67,20 @@ impl Builder<'_> {
             return None;
         }
         // A body written for the template it should be sees its variables (no follow-on errors).
-        let declared_steps = spec.steps.as_deref().unwrap_or_default();
         let mut scope = Scope::new(
             ["data".to_owned(), "uri".to_owned()]
                 .into_iter()
                 .chain(variables)
-                .chain(rows_names(spec.sql.is_some()))
+                .chain(spec.reads.variables().into_iter().map(str::to_owned))
                 .chain(super::steps::produced_by(declared_steps)),
         );
-        let owner = format!("resource {}:", spec.uri);
         let steps = self.steps(declared_steps, &owner, origin, "/steps", &mut scope);
         let mut mime_type = spec.mime_type.clone();
-        let body = if spec.sql.is_some() && spec.text.is_none() && spec.template.is_none() {
-            mime_type.get_or_insert_with(|| "application/json".to_owned());
-            Body::Rows
+        let body = if effect_key.is_some() && spec.text.is_none() && spec.template.is_none() {
+            if let Some(Some(read)) = &read {
+                mime_type.get_or_insert_with(|| read.value_mime().to_owned());
+            }
+            Body::Value
         } else if let Some(text) = &spec.text {
             Body::Template(self.inline(format!("{owner}/text"), text, origin, "/text", &mut scope)?)
         } else if let Some(template) = &spec.template {
@@ -122,11 +127,11 @@ impl Builder<'_> {
         if let Body::Bytes { bytes, .. } = &body {
             wire.insert("size".to_owned(), json!(bytes.len()));
         }
-        let sql = match sql {
+        let read = match read {
             Some(checked) => Some(checked?),
             None => None,
         };
-        Some(Resource { uri: spec.uri.clone(), wire, mime_type, body, sql, steps: steps? })
+        Some(Resource { uri: spec.uri.clone(), wire, mime_type, body, read, steps: steps? })
     }
 
     pub(super) fn resource_template(&mut self, decl: &Declared<ResourceTemplateSpec>) -> Option<ResourceTemplate> {
@@ -152,22 +157,30 @@ impl Builder<'_> {
         let variables: Vec<String> = template.variables().into_iter().map(str::to_owned).collect();
         let mut names = variables.clone();
         names.extend(["data".to_owned(), "uri".to_owned()]);
-        names.extend(rows_names(spec.sql.is_some()));
+        names.extend(spec.reads.variables().into_iter().map(str::to_owned));
         let declared_steps = spec.steps.as_deref().unwrap_or_default();
         names.extend(super::steps::produced_by(declared_steps));
         let mut scope = Scope::new(names);
         let owner = format!("resource template {}:", spec.uri_template);
         let steps = self.steps(declared_steps, &owner, origin, "/steps", &mut scope);
-        let sql = spec.sql.as_ref().map(|sql| self.resource_sql(sql, &variables, origin, &owner));
-        if let Some(Some(query)) = &sql {
-            scope.used.extend(query.params().iter().cloned());
+        let effect_key = spec.reads.key();
+        let mut effect_scope = effect_scope(&variables, declared_steps);
+        let errors_before = self.errors();
+        let read = effect_key.map(|_| self.resource_read(&spec.reads, &variables, origin, &owner, &mut effect_scope));
+        // Where the effect failed to check, "unused" would be a guess.
+        let effect_checked = self.errors() == errors_before;
+        scope.used.extend(effect_scope.used);
+        if let Some(Some(read)) = &read {
+            scope.used.extend(read.uses().iter().cloned());
         }
         let mut mime_type = spec.mime_type.clone();
         let body = match (&spec.text, &spec.template) {
             (Some(text), None) => self.inline(format!("{owner}/text"), text, origin, "/text", &mut scope).map(Some),
             (None, Some(file)) => self.file_template(file, origin, "/template", &mut scope).map(Some),
-            (None, None) if spec.sql.is_some() => {
-                mime_type.get_or_insert_with(|| "application/json".to_owned());
+            (None, None) if effect_key.is_some() => {
+                if let Some(Some(read)) = &read {
+                    mime_type.get_or_insert_with(|| read.value_mime().to_owned());
+                }
                 Some(None)
             }
             _ => {
@@ -177,8 +190,8 @@ impl Builder<'_> {
                     location,
                     format!("resource template `{}` needs exactly one of `text` or `template`", spec.uri_template),
                 )
-                .hint = Some(if spec.sql.is_some() {
-                    "give one of them to render the rows of `sql`, or neither for the rows as JSON".to_owned()
+                .hint = Some(if let (Some(key), Some(reads)) = (effect_key, spec.reads.reads()) {
+                    format!("give one of them to render {} of `{key}`, or neither for {}", reads.output, reads.value)
                 } else {
                     "`text:` is an inline template; `template:` names a file in the templates folder".to_owned()
                 });
@@ -186,17 +199,19 @@ impl Builder<'_> {
             }
         };
         for variable in &variables {
-            if matches!(sql, None | Some(Some(_))) && body.is_some() && !scope.used.contains(variable) {
+            if effect_checked && body.is_some() && !scope.used.contains(variable) {
                 let location = self.assembled.locate(origin, "/uriTemplate");
                 self.warn(
                     "unused-variable",
                     location,
                     format!("URI variable `{variable}` is never used by the body template"),
                 )
-                .hint = Some(if spec.sql.is_some() {
+                .hint = Some(if spec.reads.sql.is_some() {
                     format!(
                         "use `:{variable}` in the statement or `{{{{ {variable} }}}}` in the body, or drop it from the URI"
                     )
+                } else if let Some(key) = effect_key {
+                    format!("use `{{{{ {variable} }}}}` in `{key}` or in the body, or drop it from the URI")
                 } else {
                     format!("use `{{{{ {variable} }}}}` in the body, or drop it from the URI")
                 });
@@ -218,29 +233,39 @@ impl Builder<'_> {
         }
         let head = ("uriTemplate", spec.uri_template.as_str(), spec.name.as_str());
         let wire = resource_wire(head, spec.title.as_ref(), spec.description.as_ref(), mime_type.as_ref());
-        let sql = match sql {
+        let read = match read {
             Some(checked) => Some(checked?),
             None => None,
         };
-        Some(ResourceTemplate { template, wire, mime_type, body: body?, sql, complete, steps: steps? })
+        Some(ResourceTemplate { template, wire, mime_type, body: body?, read, complete, steps: steps? })
     }
 
-    /// Checks the `sql:` of a resource whose URI has `variables` (see
-    /// [`Query::check`]); `None` once it reported why it cannot run.
-    fn resource_sql(&mut self, spec: &ReadSpec, variables: &[String], origin: &Origin, owner: &str) -> Option<Query> {
-        // The statement has no templates of its own.
-        let mut scope = Scope::new([]);
+    /// Checks the effect (`sql:`, `http:`, `command:`) of a resource whose
+    /// URI has `variables`, its templates against `scope`; `None` once it
+    /// reported why it cannot run.
+    fn resource_read(
+        &mut self,
+        reads: &ReadSpecs,
+        variables: &[String],
+        origin: &Origin,
+        owner: &str,
+        scope: &mut Scope,
+    ) -> Option<ReadEffect> {
         // A URI's variables are whatever text the client puts in the URI.
-        self.with_effect_host((variables, variables), origin, owner, &mut scope, |sections, check| {
-            Query::check(spec, variables, sections, check)
+        let keys = EffectKeys::AtTop;
+        self.with_effect_host((variables, variables), (origin, keys), owner, scope, |sections, check| {
+            reads.check(sections, check)
         })
+        .flatten()
     }
 }
 
-/// What a body template sees besides `data`, `uri` and the URI's
-/// variables: the rows of its `sql` statement, if it has one.
-fn rows_names(sql: bool) -> Vec<String> {
-    if sql { vec!["rows".to_owned(), "truncated".to_owned()] } else { Vec::new() }
+/// What the templates of a resource's effect see: the URI's `variables`,
+/// `data`, `uri`, and what its `steps` produced.
+fn effect_scope(variables: &[String], steps: &[crate::catalog::model::StepSpec]) -> Scope {
+    Scope::new(
+        variables.iter().cloned().chain(["data".to_owned(), "uri".to_owned()]).chain(super::steps::produced_by(steps)),
+    )
 }
 
 /// What `resources/list` or `resources/templates/list` shows for a

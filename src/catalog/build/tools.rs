@@ -202,7 +202,9 @@ impl Builder<'_> {
         owner: &str,
         scope: &mut Scope,
     ) -> Option<Option<Effect>> {
-        self.with_effect_host(arguments, origin, owner, scope, |sections, check| run.effects.check(sections, check))
+        self.with_effect_host(arguments, (origin, EffectKeys::UnderRun), owner, scope, |sections, check| {
+            run.effects.check(sections, check)
+        })
     }
 
     /// Runs `check` with what an effect is checked against: the top-level
@@ -210,14 +212,14 @@ impl Builder<'_> {
     pub(super) fn with_effect_host<T>(
         &mut self,
         (arguments, free_text): (&[String], &[String]),
-        origin: &Origin,
+        (origin, keys): (&Origin, EffectKeys),
         owner: &str,
         scope: &mut Scope,
         check: impl FnOnce(&effect::Sections, &mut effect::Check<'_>) -> T,
     ) -> T {
         // Out of the builder while the effect is checked, which needs the builder too.
         let sections = std::mem::take(&mut self.blocks);
-        let mut host = EffectHost { builder: self, origin, owner, scope };
+        let mut host = EffectHost { builder: self, origin, keys, owner, scope };
         let checked = check(&sections, &mut effect::Check { arguments, free_text, host: &mut host });
         self.blocks = sections;
         checked
@@ -275,34 +277,55 @@ impl Builder<'_> {
     }
 }
 
+/// Where an effect's keys are in the entry that names it.
+#[derive(Clone, Copy)]
+pub(super) enum EffectKeys {
+    /// Under `run` (a tool): as the effect places them (`/run/http/api`).
+    UnderRun,
+    /// At the top of the entry (a resource): `/run/http/api` is `/http/api`.
+    AtTop,
+}
+
 /// What an effect is checked with: the builder, at the tool (or resource)
 /// being built.
 pub(super) struct EffectHost<'h, 'b> {
     pub(super) builder: &'h mut Builder<'b>,
     pub(super) origin: &'h Origin,
+    pub(super) keys: EffectKeys,
     /// `tool NAME:`, the start of the names of the tool's templates.
     pub(super) owner: &'h str,
     /// What the effect's templates may use.
     pub(super) scope: &'h mut Scope,
 }
 
+impl EffectHost<'_, '_> {
+    /// Where the key an effect places at `pointer` is in the entry.
+    fn in_entry<'p>(&self, pointer: &'p str) -> &'p str {
+        match self.keys {
+            EffectKeys::UnderRun => pointer,
+            EffectKeys::AtTop => pointer.strip_prefix("/run").filter(|rest| rest.starts_with('/')).unwrap_or(pointer),
+        }
+    }
+}
+
 impl effect::Host for EffectHost<'_, '_> {
     fn locate(&self, pointer: &str) -> Location {
-        self.builder.assembled.locate(self.origin, pointer)
+        self.builder.assembled.locate(self.origin, self.in_entry(pointer))
     }
 
     fn locate_key(&self, pointer: &str) -> Location {
-        self.builder.assembled.locate_key(self.origin, pointer)
+        self.builder.assembled.locate_key(self.origin, self.in_entry(pointer))
     }
 
     fn locate_in(&self, pointer: &str, text: &str, range: Range<usize>) -> Location {
-        let at = self.builder.assembled.locate(self.origin, pointer);
+        let at = self.builder.assembled.locate(self.origin, self.in_entry(pointer));
         // Read again only for an error, so no cache is needed.
         let file = std::fs::read_to_string(&at.file).ok();
         file.and_then(|file| super::scalar_map::locate_in_scalar(&file, &at, text, range)).unwrap_or(at)
     }
 
     fn template(&mut self, pointer: &str, source: &str) -> Option<effect::Template> {
+        let pointer = self.in_entry(pointer);
         let name = format!("{}{pointer}", self.owner);
         let name = self.builder.inline(name, source, self.origin, pointer, self.scope)?;
         let typed = single_expression(source).and_then(|expression| {
@@ -316,6 +339,7 @@ impl effect::Host for EffectHost<'_, '_> {
     }
 
     fn url_template(&mut self, pointer: &str, source: &str) -> Option<effect::Template> {
+        let pointer = self.in_entry(pointer);
         let name = format!("{}{pointer}", self.owner);
         let name = self.builder.inline(name, source, self.origin, pointer, self.scope)?;
         self.builder.url_templates.insert(name.clone());

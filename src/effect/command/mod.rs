@@ -35,7 +35,7 @@ mod output;
 use load::{Shown, check_cwd, check_timeout, find_program};
 use output::{Captured, read_capped, read_stderr, text_of};
 
-use super::{Call, Check, EffectError, Failure, Kind, Output, Sections, Template};
+use super::{Call, Check, EffectError, Failure, Kind, Output, Reads, Sections, Template};
 use crate::duration::{DurationSpec, show_duration};
 use crate::secret::{self, Cut, Keep, redact};
 use crate::telemetry;
@@ -142,8 +142,34 @@ pub struct Command {
 
 impl Kind for Command {
     const VARIABLES: &'static [&'static str] = &["exit_code", "stderr", "stdout"];
+    const READS: Reads = Reads {
+        does: "runs a program",
+        when: "its program runs",
+        instead: "run the program",
+        output: "the output",
+        value: "its `stdout`",
+    };
+    const VALUE_MIME: &'static str = "text/plain";
 
     type Spec = CommandSpec;
+    type ReadSpec = CommandSpec;
+    type Read = Command;
+
+    fn read_uses(command: &Command) -> &[String] {
+        command.arguments_used()
+    }
+
+    fn check_read(spec: &CommandSpec, sections: &Sections, check: &mut Check<'_>) -> Option<Command> {
+        Command::check(spec, sections, check)
+    }
+
+    fn read<'a>(
+        command: &'a Command,
+        call: &'a dyn Call,
+        variables: Map<String, Value>,
+    ) -> impl Future<Output = Result<Output, String>> + Send + 'a {
+        super::run_as_read(command, call, variables)
+    }
 
     fn check(spec: &CommandSpec, _sections: &Sections, check: &mut Check<'_>) -> Option<Command> {
         // Paths are relative to the file the tool is written in.

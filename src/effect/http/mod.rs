@@ -36,7 +36,7 @@ use apis::parse_timeout;
 pub use apis::{Api, Apis, DeclaredApi};
 use exchange::{error_body, show_status};
 
-use super::{Call, Check, EffectError, Failure, Kind, Output, Sections, Template};
+use super::{Call, Check, EffectError, Failure, Kind, Output, Reads, Sections, Template};
 use crate::diag::{Diagnostic, did_you_mean};
 use crate::duration::{DurationSpec, show_duration};
 use crate::telemetry;
@@ -200,8 +200,41 @@ pub struct Http {
 
 impl Kind for Http {
     const VARIABLES: &'static [&'static str] = &["status", "headers", "body", "json"];
+    const READS: Reads = Reads {
+        does: "calls an api",
+        when: "its request is sent",
+        instead: "send the request",
+        output: "the answer",
+        value: "its `json`",
+    };
+    const VALUE_MIME: &'static str = "application/json";
 
     type Spec = HttpSpec;
+    type ReadSpec = HttpSpec;
+    type Read = Http;
+
+    fn read_uses(http: &Http) -> &[String] {
+        http.arguments_used()
+    }
+
+    /// A resource is read, so its request is a GET.
+    fn check_read(spec: &HttpSpec, sections: &Sections, check: &mut Check<'_>) -> Option<Http> {
+        if let Some(method) = spec.method.as_deref().filter(|method| *method != "GET") {
+            check
+                .error("http-method", "/run/http/method", format!("a resource is read with GET, not `{method}`"))
+                .hint = Some("leave `method` out (or write `GET`); change things with a tool's `http`".to_owned());
+            return None;
+        }
+        Http::check(spec, sections, check)
+    }
+
+    fn read<'a>(
+        http: &'a Http,
+        call: &'a dyn Call,
+        variables: Map<String, Value>,
+    ) -> impl Future<Output = Result<Output, String>> + Send + 'a {
+        super::run_as_read(http, call, variables)
+    }
 
     fn check(spec: &HttpSpec, sections: &Sections, check: &mut Check<'_>) -> Option<Http> {
         let apis = &sections.apis.block;

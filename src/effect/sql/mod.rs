@@ -31,7 +31,7 @@ use engine::{Aborted, Database, MAX_ROWS, Prepared, Probe, Refusal, Rows};
 pub use postgres::parse_target as parse_postgres_url;
 pub use read::{Query, ReadSpec};
 
-use super::{Call, Check, EffectError, Failure, Kind, Output, Sections, Template};
+use super::{Call, Check, EffectError, Failure, Kind, Output, Reads, Sections, Template};
 use crate::diag::{Diagnostic, did_you_mean};
 use crate::duration::DurationSpec;
 use crate::telemetry;
@@ -133,8 +133,36 @@ pub struct Sql {
 
 impl Kind for Sql {
     const VARIABLES: &'static [&'static str] = &["rows", "truncated"];
+    const READS: Reads = Reads {
+        does: "reads a database",
+        when: "its rows are read",
+        instead: "read the rows",
+        output: "the rows",
+        value: "the rows as JSON",
+    };
+    const VALUE_MIME: &'static str = "application/json";
 
     type Spec = SqlSpec;
+    type ReadSpec = ReadSpec;
+    type Read = Query;
+
+    fn read_uses(query: &Query) -> &[String] {
+        query.params()
+    }
+
+    fn check_read(spec: &ReadSpec, sections: &Sections, check: &mut Check<'_>) -> Option<Query> {
+        let variables = check.arguments;
+        Query::check(spec, variables, sections, check)
+    }
+
+    async fn read(query: &Query, _call: &dyn Call, variables: Map<String, Value>) -> Result<Output, String> {
+        let rows = query.rows(variables).await?;
+        Ok(rows_output(rows, None))
+    }
+
+    fn watches(query: &Query) -> Option<&str> {
+        Some(query.database())
+    }
 
     fn check(sql: &SqlSpec, sections: &Sections, check: &mut Check<'_>) -> Option<Sql> {
         let computed = check_params(sql, check);
@@ -232,24 +260,31 @@ impl Kind for Sql {
 }
 
 impl Sql {
-    /// What a `sql` result sees (`truncated`, then `rows`: the last one is
-    /// the effect's value), and a notice if rows were left out.
+    /// What a `sql` result sees (see [`rows_output`]); a write changed this
+    /// statement's database.
     fn output(&self, rows: Rows) -> Output {
-        let notice = rows.truncated.then(|| match rows.over_bytes {
-            false => format!(
-                "[carte: the statement returned more than {MAX_ROWS} rows; this result was made from the first {MAX_ROWS} only]"
-            ),
-            true => format!(
-                "[carte: the statement's rows held more than {} MiB; this result was made from the first {} only]",
-                engine::MAX_RESULT_BYTES >> 20,
-                rows.rows.len()
-            ),
-        });
         let changed = rows.wrote.then(|| self.database_name.clone());
-        let truncated = ("truncated".to_owned(), Value::Bool(rows.truncated));
-        let rows = ("rows".to_owned(), Value::Array(rows.rows.into_iter().map(Value::Object).collect()));
-        Output { variables: vec![truncated, rows], notice, changed }
+        rows_output(rows, changed)
     }
+}
+
+/// What a statement's `rows` give a result or a resource's body
+/// (`truncated`, then `rows`: the last one is the effect's value), with a
+/// notice if rows were left out; `changed`: the database it wrote to.
+fn rows_output(rows: Rows, changed: Option<String>) -> Output {
+    let notice = rows.truncated.then(|| match rows.over_bytes {
+        false => format!(
+            "[carte: the statement returned more than {MAX_ROWS} rows; this result was made from the first {MAX_ROWS} only]"
+        ),
+        true => format!(
+            "[carte: the statement's rows held more than {} MiB; this result was made from the first {} only]",
+            engine::MAX_RESULT_BYTES >> 20,
+            rows.rows.len()
+        ),
+    });
+    let truncated = ("truncated".to_owned(), Value::Bool(rows.truncated));
+    let rows = ("rows".to_owned(), Value::Array(rows.rows.into_iter().map(Value::Object).collect()));
+    Output { variables: vec![truncated, rows], notice, changed }
 }
 
 /// The `params:` of a tool's statement, each registered as a template

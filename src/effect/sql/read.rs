@@ -90,10 +90,12 @@ impl Query {
         &self.params
     }
 
-    /// Runs the statement with `variables` bound to its `:params` (holding
-    /// no runtime thread, bounded by the database's timeout, stopped if this
-    /// future is dropped): its rows, or why it failed.
-    pub async fn rows(&self, variables: Map<String, Value>) -> Result<Rows, String> {
+    /// Runs the statement with those of the URI's `variables` it binds as
+    /// its `:params` (holding no runtime thread, bounded by the database's
+    /// timeout, stopped if this future is dropped): its rows, or why it
+    /// failed.
+    pub async fn rows(&self, mut variables: Map<String, Value>) -> Result<Rows, String> {
+        variables.retain(|name, _| self.params.contains(name));
         let read = self.database.transact(&self.statement, variables, self.timeout, |rows| async move {
             // A statement that wrote (PostgreSQL cannot tell before it runs)
             // is rolled back: a resource only reads.

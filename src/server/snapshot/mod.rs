@@ -343,8 +343,8 @@ impl Snapshot {
 
     /// `resources/read` for a request, from `resume`: its steps, then
     /// matching and rendering (inline first, then in `client`'s turn of the
-    /// render pool: see [`crate::render::inline`]), a resource's `sql`
-    /// statement through its database (see [`crate::resource::read_found`]);
+    /// render pool: see [`crate::resource::read_found`]), a resource's
+    /// effect (a statement through its database, a request, a program);
     /// nothing slow holds a runtime thread.
     pub(in crate::server) async fn read_resource_for(
         &self,
@@ -368,7 +368,8 @@ impl Snapshot {
                 Err(Stopped::InputRequired { questions, resume }) => return Ok(Asked::Input { questions, resume }),
             }
         }
-        let body = crate::resource::read_found(&self.catalog, uri, found, context, &caller).await;
+        let call = run::resource_call(&self.catalog, &context, client);
+        let body = crate::resource::read_found(&self.catalog, (uri, found), context, &call, &caller).await;
         body.map(|body| Asked::Done(vec![resource_contents(body)])).map_err(|err| read_error(uri, err))
     }
 
@@ -473,8 +474,10 @@ fn read_error(uri: &str, err: ReadError) -> ErrorData {
             Some(json!({ "uri": uri, "reason": message })),
         ),
         ReadError::Render(err) => ErrorData::internal_error(format!("resource `{uri}` failed to render: {err}"), None),
-        ReadError::Query(err) => ErrorData::internal_error(format!("resource `{uri}` could not be read: {err}"), None),
-        err @ (ReadError::Live | ReadError::Steps) => {
+        err @ ReadError::Effect { .. } => {
+            ErrorData::internal_error(format!("resource `{uri}` could not be read: {err}"), None)
+        }
+        err @ (ReadError::Live(_) | ReadError::Steps) => {
             ErrorData::internal_error(format!("resource `{uri}` could not be read here: {err}"), None)
         }
     }
