@@ -420,6 +420,16 @@ impl Catalog {
         futures::future::join_all(probes.0).await.into_iter().flatten().collect()
     }
 
+    /// The entries of the effects' blocks (databases) whose writes change
+    /// what a resource reads (see [`ReadEffect::watches`]), each once.
+    pub fn watched(&self) -> Vec<&str> {
+        let reads = self.resources.iter().map(|r| &r.read).chain(self.resource_templates.iter().map(|t| &t.read));
+        let mut watched: Vec<&str> = reads.flatten().filter_map(ReadEffect::watches).collect();
+        watched.sort_unstable();
+        watched.dedup();
+        watched
+    }
+
     /// The tool named `name`.
     pub fn tool(&self, name: &str) -> Option<&Tool> {
         self.tool_index.get(name).map(|&idx| &self.tools[idx])

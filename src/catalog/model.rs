@@ -10,7 +10,8 @@
 //! Why one file past 600 lines: it is declarations only (no logic), in the
 //! order a catalog is written, and its doc comments are the book's "Every
 //! key" page and the editors' hovers; read top to bottom it is the format.
-//! Each effect's own block lives with its effect (`effect::*::…Spec`).
+//! Each effect's keys, and its own top-level block, live with the effect
+//! (`effect::Specs`, `effect::BlockSpecs`, `effect::ReadSpecs`).
 
 use indexmap::IndexMap;
 use schemars::JsonSchema;
@@ -18,8 +19,6 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 pub use crate::duration::DurationSpec;
-pub use crate::effect::http::{ApiSpec, HttpSpec};
-pub use crate::effect::sql::{DatabaseSpec, SqlSpec, Statements};
 
 /// One catalog file: the root catalog, or a file it includes.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]

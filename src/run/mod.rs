@@ -289,10 +289,6 @@ fn render_one(catalog: &Catalog, template: &Template, variables: &TemplateValue)
     serde_json::from_str(&json).map_err(|err| format!("`{}` gave no JSON value: {err}", template.name))
 }
 
-/// Added to a failed result whose statement wrote: the model may retry
-/// without fear of doing it twice.
-pub use crate::effect::sql::ROLLED_BACK;
-
 /// Renders the result of `tool` with `context`, inline first (see
 /// [`render::inline`]), on `client`'s turn of the render pool if it does not fit.
 async fn render_outcome(

@@ -92,7 +92,11 @@ fn fail_after_an_insert_writes_nothing() {
     let result = call(&mut server, "order", json!({"product": "baguette", "quantity": 11}));
     assert_eq!(result["isError"], true, "{result}");
     assert_eq!(text(&result), "at most 10 baguette per order");
-    assert_eq!(result["content"][1]["text"], carte::run::ROLLED_BACK, "the model learns that nothing was written");
+    assert_eq!(
+        result["content"][1]["text"],
+        carte::effect::sql::ROLLED_BACK,
+        "the model learns that nothing was written"
+    );
     assert_eq!(orders_in_file(&database), vec![], "the failed order is not in the file");
     let listed = call(&mut server, "orders", json!({}));
     assert_eq!(text(&listed), "", "nor does the server see it");

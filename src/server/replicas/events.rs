@@ -199,7 +199,7 @@ impl Replicas {
         tracing::info!("state database {}: listening for the other replicas", self.shown);
         if reconnect {
             // Writes while the connection was down were not heard.
-            for database in shared.snapshot().catalog.blocks.databases.keys() {
+            for database in shared.snapshot().catalog.watched() {
                 crate::server::live::reread(shared, database);
             }
             shared.tasks.recheck().await;
@@ -226,7 +226,7 @@ impl Replicas {
         tracing::debug!("event from replica {}: {:?}", envelope.origin, envelope.event);
         match envelope.event {
             Event::Changed { database } => {
-                if shared.snapshot().catalog.blocks.databases.contains_key(&database) {
+                if shared.snapshot().catalog.watched().contains(&database.as_str()) {
                     crate::server::live::reread(shared, &database);
                 }
             }
