@@ -13,6 +13,8 @@
 //! - [`metrics`]: the Prometheus registry `/metrics` serves;
 //! - [`run`], [`prompt`], [`resource`], [`content`]: what tools, prompts and
 //!   resources produce from a catalog snapshot, in carte's own types;
+//! - [`task_store`]: where tasks are kept (in this process; `server` adds the
+//!   PostgreSQL store replicas share), bounded per owner and in total;
 //! - [`server`]: the only module that speaks MCP (rmcp): the handler, lists,
 //!   the stdio transport, and the hub of connected sessions that
 //!   notifications fan out to; what the CLI and reload get from it is JSON or
@@ -25,7 +27,7 @@
 //! Modules depend one way too: `secret` and `uri_template` use nothing;
 //! `diag` uses `secret`; `render` uses `diag`; `catalog` uses those; `resource`, `content`,
 //! `prompt` and `run` use `catalog` and `render` (`content` uses `resource`,
-//! `prompt` and `run` use `content`); `server` uses all of them; `reload`
+//! `prompt` and `run` use `content`); `task_store` uses `run`; `server` uses all of them; `reload`
 //! uses `server`. `tests/it/architecture.rs` checks this, and that only
 //! `server` names rmcp.
 #![deny(missing_docs)]
@@ -44,5 +46,6 @@ pub mod run;
 pub mod secret;
 pub mod server;
 pub mod sync;
+pub mod task_store;
 pub mod telemetry;
 pub mod uri_template;

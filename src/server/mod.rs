@@ -16,6 +16,7 @@
 //! [`Shared`] holds the current snapshot; every request takes it once and
 //! answers from that one.
 
+mod capabilities;
 pub mod handler;
 pub mod http;
 pub mod hub;

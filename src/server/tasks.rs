@@ -5,7 +5,7 @@
 //! stop it with `tasks/cancel`.
 //!
 //! Two parts:
-//! - [`TaskStore`] (`tasks/store.rs`): where tasks are kept, as plain JSON-able [`TaskRecord`]s
+//! - [`TaskStore`] (`src/task_store.rs`, outside `server/`: it speaks no MCP): where tasks are kept, as plain JSON-able [`TaskRecord`]s
 //!   bound to an owner, behind boxed futures so a database can stand behind
 //!   it; [`MemoryStore`] keeps them in this process, bounded per owner and
 //!   in total, and drops a task one ttl after it settled.
@@ -30,7 +30,7 @@ use tokio::sync::Notify;
 use tokio::task::AbortHandle;
 
 use super::Shared;
-use super::handler::has_capability;
+use super::capabilities::has_capability;
 use super::replicas::Replicas;
 use super::snapshot::Asked;
 use crate::catalog::model::LogLevel;
@@ -38,9 +38,7 @@ use crate::catalog::{Catalog, Tool};
 use crate::run::steps::{self, Client, ClientFuture, Question, Resume, Unanswered};
 use crate::run::{self, Halted, ToolOutcome};
 
-mod store;
-
-pub use store::{
+pub use crate::task_store::{
     MAX_TASKS, MAX_TASKS_PER_OWNER, MemoryStore, State, StoreError, StoreFuture, TaskRecord, TaskStore, now_ms, refusal,
 };
 
@@ -417,8 +415,8 @@ impl Client for TaskClient {
 
 #[cfg(test)]
 mod tests {
-    use super::store::tests::record;
     use super::*;
+    use crate::task_store::tests::record;
 
     fn elicit(key: &str) -> Question {
         let schema = json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]});

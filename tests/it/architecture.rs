@@ -42,6 +42,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("content", &["catalog", "render", "resource"]),
     ("prompt", &["catalog", "content", "render"]),
     ("run", &["catalog", "content", "diag", "duration", "effect", "metrics", "render", "secret"]),
+    ("task_store", &["run", "sync"]),
     (
         "server",
         &[
@@ -55,6 +56,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "resource",
             "run",
             "sync",
+            "task_store",
             "telemetry",
             "uri_template",
         ],

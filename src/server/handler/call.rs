@@ -4,6 +4,7 @@
 //! result or task ([`Handler::run_tool`]).
 
 use super::*;
+use crate::server::capabilities::has_capability;
 
 impl Handler {
     /// Before a request that may ask the client runs anything: on

@@ -138,16 +138,6 @@ impl Handler {
     }
 }
 
-/// Whether `declared` holds `capability` (`elicitation`, `sampling`, `roots`).
-pub(super) fn has_capability(declared: &ClientCapabilities, capability: &str) -> bool {
-    match capability {
-        "elicitation" => declared.elicitation.is_some(),
-        "sampling" => declared.sampling.is_some(),
-        "roots" => declared.roots.is_some(),
-        _ => false,
-    }
-}
-
 impl Drop for Handler {
     fn drop(&mut self) {
         self.shared.hub.leave(self.session.id);

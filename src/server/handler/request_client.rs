@@ -5,10 +5,11 @@ use rmcp::model::{CreateMessageRequestParams, ElicitRequestParams, InputResponse
 use rmcp::service::{RequestContext, RoleServer};
 use serde_json::json;
 
-use super::{Handler, caller, has_capability};
+use super::{Handler, caller};
 use crate::catalog::model::LogLevel;
 use crate::run;
 use crate::run::steps::{Client, ClientFuture, Question, Unanswered};
+use crate::server::capabilities::has_capability;
 use crate::server::hub::wire_level;
 
 /// The calling client, for steps: log and progress notifications on this

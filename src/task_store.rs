@@ -303,10 +303,10 @@ impl TaskStore for MemoryStore {
 }
 
 #[cfg(test)]
-pub(in crate::server) mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    pub(in crate::server) fn record(id: &str, owner: &str) -> TaskRecord {
+    pub(crate) fn record(id: &str, owner: &str) -> TaskRecord {
         TaskRecord {
             id: id.to_owned(),
             owner: owner.to_owned(),
