@@ -474,3 +474,31 @@ tools:
         }
     }
 }
+
+#[test]
+fn a_database_that_refuses_us_gets_the_hint_for_why() {
+    let Some(db) = postgres("refused") else { return };
+    let (base, _) = db.url.rsplit_once('/').expect("a database URL");
+    let nobody = base.replacen("://", "://carte_nobody_here@", 1);
+    let nobody = match nobody.split_once('@') {
+        // `postgres://user@host` already had a user: keep only ours.
+        Some((scheme_user, rest)) if rest.contains('@') => {
+            format!("{scheme_user}@{}", rest.rsplit_once('@').unwrap().1)
+        }
+        _ => nobody,
+    };
+    let dir = TempDir::new("pg-refused");
+    let check = |url: &str| {
+        let yaml = format!(
+            "databases:\n  shop: {{ url: \"{url}\" }}\ntools:\n  - {{ name: q, description: Q., run: {{ sql: {{ database: shop, statement: SELECT 1 }} }} }}\n"
+        );
+        let catalog = dir.write("catalog.yaml", &yaml);
+        let (code, _, stderr) = run_cli("check", &catalog, &[], &[]);
+        assert_eq!(code, Some(1), "{stderr}");
+        stderr
+    };
+    let missing = check(&format!("{base}/carte_no_such_database"));
+    assert!(missing.contains("create that database first"), "{missing}");
+    let refused = check(&format!("{nobody}/{}", db.name));
+    assert!(refused.contains("check the user and password in `url`"), "{refused}");
+}

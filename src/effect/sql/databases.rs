@@ -9,7 +9,7 @@ use std::sync::Arc;
 use indexmap::IndexMap;
 
 use super::DatabaseSpec;
-use super::engine::{self, Database, Options, Probe, Target, parse_url};
+use super::engine::{self, Database, Options, Probe, SqlCause, Target, parse_url};
 use crate::diag::{Diagnostic, Location};
 use crate::duration::positive_at_most;
 use crate::effect::block::Block;
@@ -136,9 +136,9 @@ fn check_databases(
         };
         let mut probe = match database.probe(timeout) {
             Ok(probe) => probe,
-            Err(message) if is_postgres => {
-                error(diagnostics, "database-unreachable", url_location, format!("database `{name}`: {message}"))
-                    .hint = Some(unreachable_hint(&message));
+            Err(failure) if is_postgres => {
+                error(diagnostics, "database-unreachable", url_location, format!("database `{name}`: {failure}"))
+                    .hint = Some(unreachable_hint(failure.cause));
                 continue;
             }
             Err(message) => {
@@ -156,10 +156,10 @@ fn check_databases(
         // What applying will do: run `setup` unless it is what was applied last.
         if database.applied().as_ref() != Some(&setup) {
             let failed = setup.iter().zip(&setup_locations).find_map(|(statement, location)| {
-                probe.run_setup(statement).err().map(|message| (message, location.clone()))
+                probe.run_setup(statement).err().map(|failure| (failure, location.clone()))
             });
             if let Some((message, location)) = failed {
-                let hint = setup_hint(&message);
+                let hint = setup_hint(message.cause);
                 error(
                     diagnostics,
                     "database-setup",
@@ -187,33 +187,24 @@ fn url_hint(url: &str) -> Option<String> {
     })
 }
 
-/// What to do about a PostgreSQL server that did not answer with `message`.
-fn unreachable_hint(message: &str) -> String {
-    if message.contains("password authentication") || message.contains("authentication") {
-        "check the user and password in `url` (they are never printed)".to_owned()
-    } else if message.contains("does not exist") {
-        "create that database first (`createdb`), or name one that exists in `url`".to_owned()
-    } else {
-        "carte checks every statement against the database when it loads: start PostgreSQL, or check the host and port in `url` (`connect_timeout=` in the URL sets how long carte waits, 5s by default)".to_owned()
+/// What to do about a PostgreSQL server that did not answer, for `cause`.
+fn unreachable_hint(cause: SqlCause) -> String {
+    match cause {
+        SqlCause::Login => "check the user and password in `url` (they are never printed)".to_owned(),
+        SqlCause::NoSuchDatabase => {
+            "create that database first (`createdb`), or name one that exists in `url`".to_owned()
+        }
+        _ => "carte checks every statement against the database when it loads: start PostgreSQL, or check the host and port in `url` (`connect_timeout=` in the URL sets how long carte waits, 5s by default)".to_owned(),
     }
 }
 
 /// What to do about a `setup` statement that failed with the database's `message`.
-fn setup_hint(message: &str) -> String {
-    if message.contains("syntax error")
-        || message.contains("incomplete input")
-        || message.contains("unrecognized token")
-    {
-        "SQLite cannot read this statement: check the spelling of the word it names, and that every bracket and quote is closed".to_owned()
-    } else if message.contains("already exists")
-        || message.contains("UNIQUE constraint")
-        || message.contains("duplicate key")
-    {
-        "setup runs at every start and at each reload that changes it, so it must succeed where it already ran: write CREATE TABLE IF NOT EXISTS …, INSERT … ON CONFLICT DO NOTHING (SQLite: INSERT OR IGNORE …)".to_owned()
-    } else if message.contains("no such") || message.contains("does not exist") {
-        "setup statements run in order: create a table before the statements that use it".to_owned()
-    } else {
-        "setup statements run in order, on a scratch copy of the database when the catalog is checked".to_owned()
+fn setup_hint(cause: SqlCause) -> String {
+    match cause {
+        SqlCause::Syntax => "SQLite cannot read this statement: check the spelling of the word it names, and that every bracket and quote is closed".to_owned(),
+        SqlCause::AlreadyThere => "setup runs at every start and at each reload that changes it, so it must succeed where it already ran: write CREATE TABLE IF NOT EXISTS …, INSERT … ON CONFLICT DO NOTHING (SQLite: INSERT OR IGNORE …)".to_owned(),
+        SqlCause::Missing => "setup statements run in order: create a table before the statements that use it".to_owned(),
+        _ => "setup statements run in order, on a scratch copy of the database when the catalog is checked".to_owned(),
     }
 }
 
@@ -279,22 +270,22 @@ fn apply_setup(databases: &IndexMap<String, DatabaseEntry>, fallback: &Location)
         .collect();
     engine::apply_setup(&plans).map_err(|failure| {
         let Some((name, entry)) = entries.get(failure.plan) else {
-            return vec![Diagnostic::error("database-setup", fallback.clone(), failure.message)];
+            return vec![Diagnostic::error("database-setup", fallback.clone(), failure.error.message)];
         };
         let diagnostic = match failure.statement.and_then(|idx| entry.setup_locations.get(idx)) {
             Some(location) => {
                 let mut diagnostic = Diagnostic::error(
                     "database-setup",
                     location.clone(),
-                    format!("setup of database `{name}` failed: {}", failure.message),
+                    format!("setup of database `{name}` failed: {}", failure.error),
                 );
-                diagnostic.hint = Some(setup_hint(&failure.message));
+                diagnostic.hint = Some(setup_hint(failure.error.cause));
                 diagnostic
             }
             None => Diagnostic::error(
                 "database-open",
                 entry.url_location.clone(),
-                format!("cannot open database `{name}`: {}", failure.message),
+                format!("cannot open database `{name}`: {}", failure.error),
             ),
         };
         vec![diagnostic]

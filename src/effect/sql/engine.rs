@@ -219,9 +219,9 @@ impl Database {
     /// A scratch place to run `setup` and prepare statements without
     /// changing anything: a copy of the SQLite schema, or a PostgreSQL
     /// transaction that is rolled back.
-    pub fn probe(&self, timeout: Duration) -> Result<Probe, String> {
+    pub fn probe(&self, timeout: Duration) -> Result<Probe, SqlFailure> {
         match self {
-            Database::Sqlite(db) => db.probe(timeout).map(Probe::Sqlite),
+            Database::Sqlite(db) => db.probe(timeout).map(Probe::Sqlite).map_err(SqlFailure::from),
             Database::Postgres(db) => db.probe(timeout).map(Probe::Postgres),
         }
     }
@@ -296,7 +296,7 @@ pub struct Prepared {
 
 impl Probe {
     /// Runs one `setup` statement (or several, separated by `;`).
-    pub fn run_setup(&mut self, statements: &str) -> Result<(), String> {
+    pub fn run_setup(&mut self, statements: &str) -> Result<(), SqlFailure> {
         match self {
             Probe::Sqlite(probe) => probe.run_setup(statements),
             Probe::Postgres(probe) => probe.run_setup(statements),
@@ -337,6 +337,54 @@ pub struct SetupPlan<'a> {
     pub timeout: Duration,
 }
 
+/// What kind of failure an SQL error is, as far as a hint needs to know:
+/// read once where the engine's error becomes carte's ([`SqlError`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SqlCause {
+    /// The statement does not parse.
+    Syntax,
+    /// What it creates or inserts is there already (a table, a unique key).
+    AlreadyThere,
+    /// A table, column or function it names does not exist.
+    Missing,
+    /// The server refused the user or password.
+    Login,
+    /// The database named in the URL does not exist.
+    NoSuchDatabase,
+    /// Anything else.
+    #[default]
+    Other,
+}
+
+/// An SQL failure: what the engine said (in words, secrets left out) and
+/// its kind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SqlFailure {
+    /// Its kind.
+    pub cause: SqlCause,
+    /// What the engine said.
+    pub message: String,
+}
+
+impl SqlFailure {
+    /// `message`, a failure of no kind a hint speaks to.
+    pub fn other(message: impl Into<String>) -> SqlFailure {
+        SqlFailure { cause: SqlCause::Other, message: message.into() }
+    }
+}
+
+impl From<String> for SqlFailure {
+    fn from(message: String) -> SqlFailure {
+        SqlFailure::other(message)
+    }
+}
+
+impl std::fmt::Display for SqlFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
 /// Why applying `setup` failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SetupFailure {
@@ -345,7 +393,7 @@ pub struct SetupFailure {
     /// The index of the statement that failed (`None`: opening or committing).
     pub statement: Option<usize>,
     /// What went wrong.
-    pub message: String,
+    pub error: SqlFailure,
 }
 
 /// Opens the databases of an accepted catalog and runs each `setup` that
@@ -362,10 +410,10 @@ pub fn apply_setup(plans: &[SetupPlan<'_>]) -> Result<(), SetupFailure> {
         {
             continue;
         }
-        let fail = |statement, message| SetupFailure { plan: idx, statement, message };
-        let mut probe = db.setup_probe(plan.timeout).map_err(|message| fail(None, message))?;
+        let fail = |statement, error| SetupFailure { plan: idx, statement, error };
+        let mut probe = db.setup_probe(plan.timeout).map_err(|error| fail(None, error))?;
         for (s_idx, statement) in plan.statements.iter().enumerate() {
-            probe.run_setup(statement).map_err(|message| fail(Some(s_idx), message))?;
+            probe.run_setup(statement).map_err(|error| fail(Some(s_idx), error))?;
         }
         pending.push((idx, db, probe));
     }
@@ -383,7 +431,7 @@ pub fn apply_setup(plans: &[SetupPlan<'_>]) -> Result<(), SetupFailure> {
     sqlite::apply_setup(&sqlite)
         .map_err(|failure| SetupFailure { plan: indices.get(failure.plan).copied().unwrap_or(0), ..failure })?;
     for (idx, db, probe) in pending {
-        probe.commit().map_err(|message| SetupFailure { plan: idx, statement: None, message })?;
+        probe.commit().map_err(|message| SetupFailure { plan: idx, statement: None, error: message.into() })?;
         db.setup_applied(plans[idx].statements);
     }
     Ok(())

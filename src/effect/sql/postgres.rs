@@ -36,7 +36,7 @@ use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{CancelToken, Config, NoTls, SimpleQueryMessage};
 
-use super::engine::{Aborted, Rows, SqlError};
+use super::engine::{Aborted, Rows, SqlCause, SqlError, SqlFailure};
 use super::named::{Translated, translate};
 use super::pg_values::{Cell, encode};
 
@@ -197,13 +197,13 @@ impl Database {
 
     /// A connection of its own holding one transaction, never committed,
     /// where `setup` runs and statements are prepared.
-    pub fn probe(&self, timeout: Duration) -> Result<Probe, String> {
+    pub fn probe(&self, timeout: Duration) -> Result<Probe, SqlFailure> {
         Probe::open(&self.target, timeout, probe::Purpose::Check)
     }
 
     /// Like [`Database::probe`], to apply `setup` (committed): one process
     /// at a time (see `probe`).
-    pub fn setup_probe(&self, timeout: Duration) -> Result<Probe, String> {
+    pub fn setup_probe(&self, timeout: Duration) -> Result<Probe, SqlFailure> {
         Probe::open(&self.target, timeout, probe::Purpose::Apply)
     }
 
@@ -460,6 +460,33 @@ fn db_message(db: &tokio_postgres::error::DbError) -> String {
         message.push_str(&format!(" ({detail})"));
     }
     message
+}
+
+/// Why a connection or statement failed, in words, and of what kind (read
+/// from its SQLSTATE).
+pub(super) fn failure(err: &tokio_postgres::Error) -> SqlFailure {
+    let cause = match err.code() {
+        Some(code) if *code == SqlState::SYNTAX_ERROR => SqlCause::Syntax,
+        Some(code)
+            if [SqlState::DUPLICATE_TABLE, SqlState::DUPLICATE_OBJECT, SqlState::UNIQUE_VIOLATION].contains(code) =>
+        {
+            SqlCause::AlreadyThere
+        }
+        Some(code)
+            if [SqlState::UNDEFINED_TABLE, SqlState::UNDEFINED_COLUMN, SqlState::UNDEFINED_FUNCTION].contains(code) =>
+        {
+            SqlCause::Missing
+        }
+        Some(code) if [SqlState::INVALID_PASSWORD, SqlState::INVALID_AUTHORIZATION_SPECIFICATION].contains(code) => {
+            SqlCause::Login
+        }
+        Some(code) if *code == SqlState::INVALID_CATALOG_NAME => SqlCause::NoSuchDatabase,
+        // The client gave up before the server could say (no password to send):
+        // the driver tells this kind only in its words.
+        None if err.to_string().starts_with("error performing authentication") => SqlCause::Login,
+        _ => SqlCause::Other,
+    };
+    SqlFailure { cause, message: reason(err) }
 }
 
 /// Why a connection or statement failed, in words (the cause included).

@@ -18,7 +18,8 @@ use std::time::Duration;
 use tokio_postgres::error::{ErrorPosition, SqlState};
 use tokio_postgres::{Client, Config, NoTls};
 
-use super::{Target, reason};
+use super::{Target, failure, reason};
+use crate::effect::sql::engine::SqlFailure;
 use crate::effect::sql::named::translate;
 
 /// Why a statement does not prepare: PostgreSQL's message, and where in the
@@ -46,7 +47,7 @@ pub enum Purpose {
 type Reply<T> = mpsc::SyncSender<T>;
 
 enum Job {
-    Batch(String, Reply<Result<(), String>>),
+    Batch(String, Reply<Result<(), SqlFailure>>),
     Check(String, Reply<Result<Vec<String>, Refusal>>),
     Names(Reply<(Vec<String>, Vec<String>)>),
     Commit(Reply<Result<(), String>>),
@@ -63,21 +64,25 @@ pub struct Probe {
 
 impl Probe {
     /// Connects (bounded by the connect timeout) and begins the transaction.
-    pub(super) fn open(target: &Target, timeout: Duration, purpose: Purpose) -> Result<Probe, String> {
+    pub(super) fn open(target: &Target, timeout: Duration, purpose: Purpose) -> Result<Probe, SqlFailure> {
         let (jobs, inbox) = mpsc::channel::<Job>();
-        let (opened, open_reply) = mpsc::sync_channel::<Result<(), String>>(1);
+        let (opened, open_reply) = mpsc::sync_channel::<Result<(), SqlFailure>>(1);
         let (config, at) = (target.config.clone(), target.at.clone());
         let connect_timeout = target.connect_timeout;
         let bound = timeout + Duration::from_secs(1);
         std::thread::Builder::new()
             .name("carte-postgres-check".to_owned())
             .spawn(move || serve_probe(&config, (connect_timeout, timeout), purpose, &opened, &inbox))
-            .map_err(|err| format!("cannot start a thread to check the database: {err}"))?;
-        let unreachable = |reason: String| format!("{at} is unreachable: {reason}");
+            .map_err(|err| SqlFailure::other(format!("cannot start a thread to check the database: {err}")))?;
+        let unreachable =
+            |error: SqlFailure| SqlFailure { message: format!("{at} is unreachable: {}", error.message), ..error };
         match open_reply.recv_timeout(connect_timeout + bound) {
             Ok(Ok(())) => Ok(Probe { jobs, bound, at: at.clone() }),
-            Ok(Err(reason)) => Err(unreachable(reason)),
-            Err(_) => Err(unreachable(format!("no answer within {}s", (connect_timeout + bound).as_secs()))),
+            Ok(Err(error)) => Err(unreachable(error)),
+            Err(_) => Err(unreachable(SqlFailure::other(format!(
+                "no answer within {}s",
+                (connect_timeout + bound).as_secs()
+            )))),
         }
     }
 
@@ -92,8 +97,8 @@ impl Probe {
     }
 
     /// Runs `statements` (one or several separated by `;`).
-    pub fn run_setup(&mut self, statements: &str) -> Result<(), String> {
-        self.ask(|reply| Job::Batch(statements.to_owned(), reply)).unwrap_or_else(|| Err(self.lost()))
+    pub fn run_setup(&mut self, statements: &str) -> Result<(), SqlFailure> {
+        self.ask(|reply| Job::Batch(statements.to_owned(), reply)).unwrap_or_else(|| Err(self.lost().into()))
     }
 
     /// Prepares `statement`: its `:params`, or why it does not prepare.
@@ -118,13 +123,13 @@ fn serve_probe(
     config: &Config,
     (connect_timeout, timeout): (Duration, Duration),
     purpose: Purpose,
-    opened: &Reply<Result<(), String>>,
+    opened: &Reply<Result<(), SqlFailure>>,
     inbox: &mpsc::Receiver<Job>,
 ) {
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(err) => {
-            let _ = opened.send(Err(format!("cannot start a runtime: {err}")));
+            let _ = opened.send(Err(SqlFailure::other(format!("cannot start a runtime: {err}"))));
             return;
         }
     };
@@ -132,8 +137,8 @@ fn serve_probe(
     let client = runtime.block_on(async {
         let (client, connection) = tokio::time::timeout(connect_timeout, config.connect(NoTls))
             .await
-            .map_err(|_| format!("no answer within {}s", connect_timeout.as_secs()))?
-            .map_err(|err| reason(&err))?;
+            .map_err(|_| SqlFailure::other(format!("no answer within {}s", connect_timeout.as_secs())))?
+            .map_err(|err| failure(&err))?;
         tokio::spawn(async move {
             if let Err(err) = connection.await {
                 tracing::debug!("checking connection: {err}");
@@ -146,13 +151,13 @@ fn serve_probe(
         let begin =
             format!("BEGIN; SET LOCAL statement_timeout = {}; SELECT {lock}({SETUP_LOCK})", timeout.as_millis());
         client.batch_execute(&begin).await.map_err(|err| match err.code() {
-            Some(&SqlState::QUERY_CANCELED) => format!(
+            Some(&SqlState::QUERY_CANCELED) => SqlFailure::other(format!(
                 "another carte held the database's setup lock for longer than its timeout ({})",
                 crate::duration::show_duration(timeout)
-            ),
-            _ => reason(&err),
+            )),
+            _ => failure(&err),
         })?;
-        Ok::<Client, String>(client)
+        Ok::<Client, SqlFailure>(client)
     });
     let client = match client {
         Ok(client) => {
@@ -171,12 +176,12 @@ fn serve_probe(
                 let done = within(&runtime, bound, client.batch_execute(&statements));
                 let _ = reply.send(match done {
                     Ok(Ok(())) => Ok(()),
-                    Ok(Err(err)) if err.code() == Some(&SqlState::QUERY_CANCELED) => Err(format!(
+                    Ok(Err(err)) if err.code() == Some(&SqlState::QUERY_CANCELED) => Err(SqlFailure::other(format!(
                         "it ran longer than the database's timeout ({})",
                         crate::duration::show_duration(timeout)
-                    )),
-                    Ok(Err(err)) => Err(reason(&err)),
-                    Err(_) => Err(late()),
+                    ))),
+                    Ok(Err(err)) => Err(failure(&err)),
+                    Err(_) => Err(late().into()),
                 });
             }
             Job::Check(statement, reply) => {

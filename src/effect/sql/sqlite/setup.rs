@@ -13,7 +13,7 @@ use rusqlite::{Connection, OpenFlags};
 
 use super::{Database, bounded, lock};
 use crate::duration::show_duration;
-use crate::effect::sql::engine::SetupFailure;
+use crate::effect::sql::engine::{SetupFailure, SqlCause, SqlFailure};
 
 /// A scratch copy of a database's schema inside a transaction that is never
 /// committed, on which a catalog's `setup` runs and its statements are
@@ -49,11 +49,11 @@ impl Probe {
 
     /// Runs one `setup` statement (or several, separated by `;`), bounded by
     /// the database's timeout.
-    pub fn run_setup(&mut self, statements: &str) -> Result<(), String> {
+    pub fn run_setup(&mut self, statements: &str) -> Result<(), SqlFailure> {
         bounded(&mut self.connection, Instant::now() + self.timeout, None, |connection| {
             connection.execute_batch(statements)
         })
-        .map_err(|err| setup_message(&err, self.timeout, statements))
+        .map_err(|err| setup_error(&err, self.timeout, statements))
     }
 
     /// Prepares `statement` without running it: the names of its `:params`,
@@ -124,7 +124,7 @@ pub fn apply_setup(plans: &[SetupPlan<'_>]) -> Result<(), SetupFailure> {
             continue;
         }
         seen.push(plan.database);
-        let fail = |statement, message| SetupFailure { plan: idx, statement, message };
+        let fail = |statement, message: String| SetupFailure { plan: idx, statement, error: message.into() };
         let mut guard = lock(&plan.database.connection);
         let mut created = false;
         if guard.is_none() {
@@ -145,12 +145,16 @@ pub fn apply_setup(plans: &[SetupPlan<'_>]) -> Result<(), SetupFailure> {
         entry.begun = true;
         for (s_idx, statement) in plan.statements.iter().enumerate() {
             bounded(connection, Instant::now() + plan.timeout, None, |connection| connection.execute_batch(statement))
-                .map_err(|err| fail(Some(s_idx), setup_message(&err, plan.timeout, statement)))?;
+                .map_err(|err| SetupFailure {
+                    plan: idx,
+                    statement: Some(s_idx),
+                    error: setup_error(&err, plan.timeout, statement),
+                })?;
         }
         pending.push(entry);
     }
     for mut entry in pending {
-        entry.commit().map_err(|message| SetupFailure { plan: entry.plan, statement: None, message })?;
+        entry.commit().map_err(|message| SetupFailure { plan: entry.plan, statement: None, error: message.into() })?;
     }
     Ok(())
 }
@@ -284,11 +288,32 @@ fn tidy_message(message: &str, statement: &str) -> String {
 }
 
 /// Why a `setup` statement failed, in words.
-fn setup_message(err: &rusqlite::Error, timeout: Duration, statement: &str) -> String {
+fn setup_error(err: &rusqlite::Error, timeout: Duration, statement: &str) -> SqlFailure {
     match err {
         rusqlite::Error::SqliteFailure(code, _) if code.code == rusqlite::ErrorCode::OperationInterrupted => {
-            format!("it ran longer than the database's timeout ({})", show_duration(timeout))
+            SqlFailure::other(format!("it ran longer than the database's timeout ({})", show_duration(timeout)))
         }
-        _ => tidy_message(&err.to_string(), statement),
+        _ => SqlFailure { cause: cause(err), message: tidy_message(&err.to_string(), statement) },
+    }
+}
+
+/// The kind of `err`. SQLite gives one code (`SQLITE_ERROR`) for a syntax
+/// error, a missing table and one that exists, and tells them apart only in
+/// its message: this is the one place that reads it.
+fn cause(err: &rusqlite::Error) -> SqlCause {
+    let unique = [rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE, rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY];
+    if err.sqlite_error().is_some_and(|code| unique.contains(&code.extended_code)) {
+        return SqlCause::AlreadyThere;
+    }
+    let message = err.to_string();
+    let says = |words: &[&str]| words.iter().any(|word| message.contains(word));
+    if says(&["syntax error", "incomplete input", "unrecognized token"]) {
+        SqlCause::Syntax
+    } else if says(&["already exists"]) {
+        SqlCause::AlreadyThere
+    } else if says(&["no such"]) {
+        SqlCause::Missing
+    } else {
+        SqlCause::Other
     }
 }

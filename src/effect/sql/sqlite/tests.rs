@@ -129,7 +129,8 @@ fn a_failed_setup_commits_nothing_anywhere() {
     ];
     let failure = apply_setup(&plans).unwrap_err();
     assert_eq!((failure.plan, failure.statement), (1, Some(1)), "{failure:?}");
-    assert!(failure.message.contains("already exists"), "{failure:?}");
+    assert!(failure.error.message.contains("already exists"), "{failure:?}");
+    assert_eq!(failure.error.cause, crate::effect::sql::engine::SqlCause::AlreadyThere, "{failure:?}");
     assert!(files(dir).is_empty(), "the file it created is gone");
     assert_eq!(first.applied(), None);
     assert!(matches!(run(&second, "SELECT y FROM u", DEFAULT_TIMEOUT), Err(SqlError::Other(_))));
@@ -287,4 +288,27 @@ fn a_failed_statement_never_calls_finish() {
         assert!(err.to_string().contains("integer overflow"), "{err}");
     });
     assert_eq!(count(&db), serde_json::json!({"n": 0}));
+}
+
+#[test]
+fn a_setup_statement_that_fails_says_of_what_kind() {
+    use crate::effect::sql::engine::SqlCause;
+    let cause = |statements: &[&str]| {
+        let database = Database::new(None).unwrap();
+        let mut probe = database.probe(DEFAULT_TIMEOUT).unwrap();
+        let mut last = Ok(());
+        for statement in statements {
+            last = probe.run_setup(statement);
+        }
+        last.map_err(|failure| failure.cause)
+    };
+    assert_eq!(cause(&["CREATE TABL t (x)"]), Err(SqlCause::Syntax));
+    assert_eq!(cause(&["CREATE TABLE t (x)", "CREATE TABLE t (x)"]), Err(SqlCause::AlreadyThere));
+    assert_eq!(
+        cause(&["CREATE TABLE t (x PRIMARY KEY)", "INSERT INTO t VALUES (1)", "INSERT INTO t VALUES (1)"]),
+        Err(SqlCause::AlreadyThere)
+    );
+    assert_eq!(cause(&["CREATE TABLE t (x NOT NULL)", "INSERT INTO t VALUES (NULL)"]), Err(SqlCause::Other));
+    assert_eq!(cause(&["INSERT INTO nowhere VALUES (1)"]), Err(SqlCause::Missing));
+    assert_eq!(cause(&["CREATE TABLE t (x)"]), Ok(()));
 }
