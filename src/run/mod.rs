@@ -56,13 +56,8 @@ impl ToolOutcome {
 pub enum Halted {
     /// The client cancelled the call: it gets no result.
     Cancelled,
-    /// The client must answer `questions` first; the call then resumes at `resume`.
-    InputRequired {
-        /// The open questions.
-        questions: Vec<steps::Question>,
-        /// Where the call resumes, with the answers so far.
-        resume: steps::Resume,
-    },
+    /// The client must answer questions first (see [`steps::InputRequired`]).
+    InputRequired(steps::InputRequired),
 }
 
 /// Calls `tool` of `catalog` with `arguments`, on behalf of `client`,
@@ -110,7 +105,7 @@ async fn run_steps(
         Ok(resume) => Ok(Ok(resume)),
         Err(steps::Stopped::Cancelled) => Err(Halted::Cancelled),
         Err(steps::Stopped::Failed(message)) => Ok(Err(ToolOutcome::error(message))),
-        Err(steps::Stopped::InputRequired { questions, resume }) => Err(Halted::InputRequired { questions, resume }),
+        Err(steps::Stopped::InputRequired(asked)) => Err(Halted::InputRequired(asked)),
     }
 }
 

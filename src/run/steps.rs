@@ -232,14 +232,19 @@ pub enum Stopped {
     Cancelled,
     /// A step failed; the message becomes an `isError` result.
     Failed(String),
-    /// The client must answer `questions` first; the call then resumes
-    /// where `resume` says.
-    InputRequired {
-        /// The open questions.
-        questions: Vec<Question>,
-        /// Where to resume, with the answers so far.
-        resume: Resume,
-    },
+    /// The client must answer questions first (see [`InputRequired`]).
+    InputRequired(InputRequired),
+}
+
+/// What a request that asked the client gives instead of its result: the
+/// questions the client must answer first (a 2026-07-28 input-required
+/// result), and where the request resumes with those answers.
+#[derive(Debug)]
+pub struct InputRequired {
+    /// The open questions.
+    pub questions: Vec<Question>,
+    /// Where to resume, with the answers so far.
+    pub resume: Resume,
 }
 
 /// Whose steps run, for templates and messages.
@@ -325,10 +330,10 @@ pub async fn run(
                         }
                         Err(Unanswered::Open { open, answered }) => {
                             answers.extend(answered);
-                            return Err(Stopped::InputRequired {
+                            return Err(Stopped::InputRequired(InputRequired {
                                 questions: open,
                                 resume: Resume { step: idx, answers },
-                            });
+                            }));
                         }
                     }
                 }

@@ -200,7 +200,7 @@ impl Tasks {
                 Ok(Err(outcome)) => {
                     return Ok(Asked::Done(CallToolResponse::Complete(super::snapshot::tool_result(outcome))));
                 }
-                Err(Halted::InputRequired { questions, resume }) => return Ok(Asked::Input { questions, resume }),
+                Err(Halted::InputRequired(asked)) => return Ok(Asked::Input(asked)),
                 Err(Halted::Cancelled) => {
                     return Err(ErrorData::new(
                         ErrorCode(super::snapshot::REQUEST_CANCELLED),
@@ -275,7 +275,7 @@ impl Tasks {
                 }
                 Ok(Ok(Err(Halted::Cancelled))) => State::Cancelled,
                 // The task's client waits for answers instead of leaving questions open.
-                Ok(Ok(Err(Halted::InputRequired { .. }))) => {
+                Ok(Ok(Err(Halted::InputRequired(_)))) => {
                     State::Failed { error: internal("the tool's questions were left open") }
                 }
                 Ok(Err(err)) if err.is_cancelled() => State::Cancelled,

@@ -151,7 +151,9 @@ fn a_run_stops_for_input_and_resumes_without_repeating_steps() {
     let name = json!({"action": "accept", "content": {"name": "Ada"}});
     // Round 1: the first question is open; nothing after it ran.
     let client = Recorder::default();
-    let Err(Stopped::InputRequired { questions, resume }) = run_once(&catalog, &client, Resume::default()) else {
+    let Err(Stopped::InputRequired(InputRequired { questions, resume })) =
+        run_once(&catalog, &client, Resume::default())
+    else {
         panic!("no input required")
     };
     assert_eq!(questions.iter().map(|q| q.key.as_str()).collect::<Vec<_>>(), ["step2"]);
@@ -162,7 +164,7 @@ fn a_run_stops_for_input_and_resumes_without_repeating_steps() {
     // Round 2: the name is answered; the `ask` is open (sampling skipped: optional, not declared).
     let client =
         Recorder { answers: [("step2".to_owned(), name.clone())].into_iter().collect(), ..Recorder::default() };
-    let Err(Stopped::InputRequired { questions, resume }) = run_once(&catalog, &client, resume) else {
+    let Err(Stopped::InputRequired(InputRequired { questions, resume })) = run_once(&catalog, &client, resume) else {
         panic!("no second round")
     };
     assert_eq!(questions.iter().map(|q| q.key.as_str()).collect::<Vec<_>>(), ["where"]);
@@ -187,7 +189,7 @@ fn optional_questions_are_asked_when_the_client_can_answer_them() {
     let answered = [("step2".to_owned(), json!({"action": "accept", "content": {"name": "Ada"}}))];
     let resume = Resume { step: 3, answers: answered.into_iter().collect() };
     let stopped = run_once(&catalog, &client, resume);
-    let Err(Stopped::InputRequired { questions, .. }) = stopped else { panic!("{stopped:?}") };
+    let Err(Stopped::InputRequired(InputRequired { questions, .. })) = stopped else { panic!("{stopped:?}") };
     assert_eq!(questions[1].params["messages"][0]["content"]["text"], "Hi Ada");
     assert_eq!(questions.iter().map(|q| q.key.as_str()).collect::<Vec<_>>(), ["where", "model"]);
 }

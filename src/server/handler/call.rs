@@ -44,14 +44,14 @@ impl Handler {
         Ok((resume, Some(responses.unwrap_or_default())))
     }
 
-    /// The input-required result asking `questions`, with a new signed
-    /// state that resumes at `resume`.
+    /// The input-required result asking `asked`'s questions, with a new
+    /// signed state that resumes where it says.
     pub(super) fn input_required(
         &self,
         binding: &Binding<'_>,
-        questions: Vec<Question>,
-        resume: &Resume,
+        asked: InputRequired,
     ) -> Result<InputRequiredResult, ErrorData> {
+        let InputRequired { questions, resume } = asked;
         let mut requests = InputRequests::new();
         for question in questions {
             let wire = json!({ "method": question.method, "params": question.params });
@@ -63,7 +63,7 @@ impl Handler {
             })?;
             requests.insert(question.key, request);
         }
-        let state = self.shared.state_keys.seal(binding, resume)?;
+        let state = self.shared.state_keys.seal(binding, &resume)?;
         Ok(InputRequiredResult::new(Some(requests), Some(state)))
     }
 
@@ -136,7 +136,7 @@ impl Handler {
                 };
                 return match self.shared.tasks.start(&self.shared, call).await? {
                     Asked::Done(response) => Ok(response),
-                    Asked::Input { questions, resume } => Ok(self.input_required(&binding, questions, &resume)?.into()),
+                    Asked::Input(asked) => Ok(self.input_required(&binding, asked)?.into()),
                 };
             }
             if task.mode == TaskMode::Required {
@@ -148,7 +148,7 @@ impl Handler {
         let called = snapshot.call_tool(&request.name, request.arguments.clone(), &client, resume).await?;
         let (result, changed) = match called {
             Asked::Done(done) => done,
-            Asked::Input { questions, resume } => return Ok(self.input_required(&binding, questions, &resume)?.into()),
+            Asked::Input(asked) => return Ok(self.input_required(&binding, asked)?.into()),
         };
         if let Some(database) = changed {
             crate::server::live::changed(&self.shared, &database);

@@ -40,7 +40,7 @@ use super::trace::Target;
 use super::{Shared, tasks};
 use crate::catalog::Step;
 use crate::catalog::model::TaskMode;
-use crate::run::steps::{Question, Resume};
+use crate::run::steps::{InputRequired, Resume};
 use crate::{metrics, run};
 use rmcp::model::{
     CancelTaskParams, ClientCapabilities, GetTaskParams, GetTaskResult, InputRequest, InputRequests,
@@ -300,7 +300,7 @@ impl ServerHandler for Handler {
             let client = RequestClient { handler: self, context: &context, answers };
             match snapshot.get_prompt(&request.name, request.arguments.clone(), &client, resume).await? {
                 Asked::Done(result) => Ok(result.into()),
-                Asked::Input { questions, resume } => Ok(self.input_required(&binding, questions, &resume)?.into()),
+                Asked::Input(asked) => Ok(self.input_required(&binding, asked)?.into()),
             }
         })
         .await
@@ -351,7 +351,7 @@ impl ServerHandler for Handler {
             let client = RequestClient { handler: self, context: &context, answers };
             match snapshot.read_resource_for(&request.uri, &client, resume).await? {
                 Asked::Done(contents) => Ok(ReadResourceResult::new(contents).into()),
-                Asked::Input { questions, resume } => Ok(self.input_required(&binding, questions, &resume)?.into()),
+                Asked::Input(asked) => Ok(self.input_required(&binding, asked)?.into()),
             }
         })
         .await

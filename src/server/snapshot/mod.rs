@@ -30,7 +30,7 @@ use crate::content::Output;
 use crate::prompt::PromptError;
 use crate::render::RenderError;
 use crate::resource::{Contents, ReadError, ResourceBody};
-use crate::run::steps::{Question, Resume, Stopped};
+use crate::run::steps::{InputRequired, Resume, Stopped};
 use crate::run::{self, ToolOutcome};
 use crate::uri_template::{self, MAX_URI_BYTES};
 
@@ -92,13 +92,8 @@ fn answer(result: Result<impl Serialize, ErrorData>) -> Answer {
 pub(in crate::server) enum Asked<T> {
     /// The result.
     Done(T),
-    /// Open questions.
-    Input {
-        /// The questions.
-        questions: Vec<Question>,
-        /// Where the request resumes, with the answers so far.
-        resume: Resume,
-    },
+    /// Open questions, and where the request resumes.
+    Input(InputRequired),
 }
 
 impl<T> Asked<T> {
@@ -106,8 +101,8 @@ impl<T> Asked<T> {
     fn done(self, name: &str) -> Result<T, ErrorData> {
         match self {
             Asked::Done(result) => Ok(result),
-            Asked::Input { questions, .. } => Err(ErrorData::internal_error(
-                format!("`{name}` needs answers that only an MCP client can give ({} open)", questions.len()),
+            Asked::Input(asked) => Err(ErrorData::internal_error(
+                format!("`{name}` needs answers that only an MCP client can give ({} open)", asked.questions.len()),
                 None,
             )),
         }
@@ -307,7 +302,7 @@ impl Snapshot {
                 Ok(_) => {}
                 Err(Stopped::Cancelled) => return Err(cancelled()),
                 Err(Stopped::Failed(message)) => return Err(ErrorData::internal_error(message, None)),
-                Err(Stopped::InputRequired { questions, resume }) => return Ok(Asked::Input { questions, resume }),
+                Err(Stopped::InputRequired(asked)) => return Ok(Asked::Input(asked)),
             }
         }
         let context = crate::render::scope(context);
@@ -365,7 +360,7 @@ impl Snapshot {
                 Ok(_) => {}
                 Err(Stopped::Cancelled) => return Err(cancelled()),
                 Err(Stopped::Failed(message)) => return Err(ErrorData::internal_error(message, None)),
-                Err(Stopped::InputRequired { questions, resume }) => return Ok(Asked::Input { questions, resume }),
+                Err(Stopped::InputRequired(asked)) => return Ok(Asked::Input(asked)),
             }
         }
         let call = run::resource_call(&self.catalog, &context, client);

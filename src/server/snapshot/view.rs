@@ -190,7 +190,7 @@ impl View {
                 Ok(Asked::Done((tool_result(outcome), changed)))
             }
             Err(run::Halted::Cancelled) => Err(cancelled()),
-            Err(run::Halted::InputRequired { questions, resume }) => Ok(Asked::Input { questions, resume }),
+            Err(run::Halted::InputRequired(asked)) => Ok(Asked::Input(asked)),
         }
     }
 }
