@@ -26,7 +26,6 @@
 //! - **What jaq can read**: `env`/`$ENV` (the server's secrets), `halt`,
 //!   `input`/`inputs`, `debug` and `stderr` are not available; there are
 //!   no modules.
-//!
 //! - **Bytes**: the values a run builds are charged to a budget of
 //!   [`BUILT_PER_BYTE`] times its byte limit (carte's patch of jaq-json,
 //!   `jaq_json::budget`): a step that would build a value past it from a

@@ -1,12 +1,13 @@
-//! The `command` effect's load-time checks of paths and limits: where
+//! The `command` effect's load-time checks of paths, limits and argv: where
 //! `argv[0]` is (on PATH, or a path beside the catalog, executable), that
 //! `cwd` is a folder, and that `timeout` is in range. Messages name paths
-//! as the catalog's author wrote them.
+//! as the catalog's author wrote them. An argv template that may start
+//! with a client's text before any `--` is warned about (`command-option`).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::{MAX_TIMEOUT, is_template};
+use super::MAX_TIMEOUT;
 use crate::duration::{DurationSpec, positive_at_most};
 use crate::effect::Check;
 
@@ -94,4 +95,39 @@ pub(super) fn check_cwd(cwd: Option<&str>, folder: &Path, shown: &Shown<'_>, che
 /// A `timeout`: more than zero, at most [`MAX_TIMEOUT`].
 pub(super) fn check_timeout(spec: &DurationSpec) -> Result<Duration, String> {
     positive_at_most(spec, MAX_TIMEOUT, "a timeout", "kill every run")
+}
+
+/// Whether what `source` renders may start with text a client chose: it
+/// starts with a `{{ … }}` that is not a quoted literal (`{{ '--stable' if
+/// … }}` is the author's choice), and names an argument the client may send
+/// as any text (`free_text`, or `arguments`).
+pub(super) fn starts_with_client_text(source: &str, free_text: &[String]) -> bool {
+    let Some(expression) = source.trim_start().strip_prefix("{{") else { return false };
+    let expression = expression.trim_start_matches(['-', '+']).trim_start();
+    if expression.starts_with(['\'', '"']) || free_text.is_empty() {
+        return false;
+    }
+    let env = minijinja::Environment::new();
+    let Ok(template) = env.template_from_str(source) else { return false };
+    let names = template.undeclared_variables(false);
+    names.contains("arguments") || free_text.iter().any(|name| names.contains(name))
+}
+
+/// Warns that `argv[idx]`, a template before any `--`, may start with `-`:
+/// a client could hand the program an option (`--output=…`) instead of an
+/// operand.
+pub(super) fn option_injection(check: &mut Check<'_>, idx: usize, program: &str, source: &str) {
+    let message = format!(
+        "`argv[{idx}]` (`{source}`) starts with a value a client chooses, before any `--`: a value such as \
+         `--version` or `--output=…` reaches `{program}` as an option"
+    );
+    check.warning("command-option", &format!("/run/command/argv/{idx}"), message).hint = Some(format!(
+        "put `--` before it, so `{program}` reads what follows as operands (`argv: [{program}, --, \"{source}\"]`), \
+         or start it with text, e.g. `./{source}` for a file"
+    ));
+}
+
+/// Whether `text` has template syntax (else it is used as written).
+pub(super) fn is_template(text: &str) -> bool {
+    ["{{", "{%", "{#"].iter().any(|mark| text.contains(mark))
 }

@@ -32,7 +32,7 @@ mod contain;
 mod load;
 mod output;
 
-use load::{Shown, check_cwd, check_timeout, find_program};
+use load::{Shown, check_cwd, check_timeout, find_program, is_template, option_injection, starts_with_client_text};
 use output::{Captured, read_capped, read_stderr, text_of};
 
 use super::{Call, Check, EffectError, Failure, Kind, Output, Reads, Sections, Template};
@@ -562,36 +562,6 @@ impl Command {
     }
 }
 
-/// Whether what `source` renders may start with text a client chose: it
-/// starts with a `{{ … }}` that is not a quoted literal (`{{ '--stable' if
-/// … }}` is the author's choice), and names an argument the client may send
-/// as any text (`free_text`, or `arguments`).
-fn starts_with_client_text(source: &str, free_text: &[String]) -> bool {
-    let Some(expression) = source.trim_start().strip_prefix("{{") else { return false };
-    let expression = expression.trim_start_matches(['-', '+']).trim_start();
-    if expression.starts_with(['\'', '"']) || free_text.is_empty() {
-        return false;
-    }
-    let env = minijinja::Environment::new();
-    let Ok(template) = env.template_from_str(source) else { return false };
-    let names = template.undeclared_variables(false);
-    names.contains("arguments") || free_text.iter().any(|name| names.contains(name))
-}
-
-/// Warns that `argv[idx]`, a template before any `--`, may start with `-`:
-/// a client could hand the program an option (`--output=…`) instead of an
-/// operand.
-fn option_injection(check: &mut Check<'_>, idx: usize, program: &str, source: &str) {
-    let message = format!(
-        "`argv[{idx}]` (`{source}`) starts with a value a client chooses, before any `--`: a value such as \
-         `--version` or `--output=…` reaches `{program}` as an option"
-    );
-    check.warning("command-option", &format!("/run/command/argv/{idx}"), message).hint = Some(format!(
-        "put `--` before it, so `{program}` reads what follows as operands (`argv: [{program}, --, \"{source}\"]`), \
-         or start it with text, e.g. `./{source}` for a file"
-    ));
-}
-
 /// The usual name of a signal.
 fn signal_name(signal: i32) -> &'static str {
     match signal {
@@ -611,9 +581,4 @@ fn signal_name(signal: i32) -> &'static str {
         libc::SIGXFSZ => "SIGXFSZ",
         _ => "see `kill -l`",
     }
-}
-
-/// Whether `text` has template syntax (else it is used as written).
-fn is_template(text: &str) -> bool {
-    ["{{", "{%", "{#"].iter().any(|mark| text.contains(mark))
 }

@@ -8,15 +8,56 @@ use std::time::Duration;
 
 use indexmap::IndexMap;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use schemars::JsonSchema;
+use serde::Deserialize;
 use url::Url;
 
 use super::{
-    ApiSpec, DEFAULT_BACKOFF, DEFAULT_RETRY_ON, DEFAULT_TIMEOUT, MAX_ATTEMPTS, MAX_IDLE_PER_HOST, MAX_RETRY_WAIT,
-    MAX_TIMEOUT, RetrySpec, escape_pointer,
+    DEFAULT_BACKOFF, DEFAULT_RETRY_ON, DEFAULT_TIMEOUT, MAX_ATTEMPTS, MAX_IDLE_PER_HOST, MAX_RETRY_WAIT, MAX_TIMEOUT,
+    escape_pointer,
 };
 use crate::diag::{Diagnostic, innermost};
 use crate::duration::{DurationSpec, positive_at_most};
 use crate::effect::block::Block;
+
+/// A named upstream for `http` tools.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(title = "api")]
+pub struct ApiSpec {
+    /// `https://api.example.com/v1`: scheme, host and port of every request come from here, never
+    /// from arguments; a tool's `path` is appended to this path.
+    #[serde(rename = "baseUrl")]
+    pub base_url: String,
+    /// Headers sent with every request to this api, as written (use `${VAR}` for secrets: they
+    /// are never logged). A tool's `headers` add to them and win on the same name.
+    #[serde(default)]
+    pub headers: Option<IndexMap<String, String>>,
+    /// How long one call may take, retries and reading the answer included (`500ms`, `10s`;
+    /// default `30s`, at most `10m`).
+    #[serde(default)]
+    pub timeout: Option<DurationSpec>,
+    /// Sends a request again when it could not connect or got one of the `on` statuses; only
+    /// for idempotent methods (GET, HEAD, PUT, DELETE, OPTIONS).
+    #[serde(default)]
+    pub retry: Option<RetrySpec>,
+}
+
+/// When and how often a request is sent again.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(title = "retry")]
+pub struct RetrySpec {
+    /// How many times a request is sent at most, the first included (2 to 10).
+    pub attempts: u32,
+    /// The statuses that are retried (default `[429, 502, 503, 504]`).
+    #[serde(default)]
+    pub on: Option<Vec<u16>>,
+    /// The first wait; each next one doubles, up to 10s (default `200ms`). A `Retry-After`
+    /// in seconds from the upstream is honoured up to 10s.
+    #[serde(default)]
+    pub backoff: Option<DurationSpec>,
+}
 
 /// An api of a catalog, checked, with its connection pool.
 pub struct Api {

@@ -15,8 +15,8 @@
 //! (the body is read as a stream and cut); a cancelled call drops the
 //! request. Header values are never logged: they carry tokens.
 //!
-//! Here: the specs and each tool's check; `apis.rs`: `apis:` and the
-//! clients; `exchange.rs`: building, sending and reading one request.
+//! Here: the `http` spec and each tool's check; `apis.rs`: `apis:` (its
+//! spec, checks and clients); `exchange.rs`: building, sending and reading one request.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,7 +33,7 @@ mod apis;
 mod exchange;
 
 use apis::parse_timeout;
-pub use apis::{Api, Apis, DeclaredApi};
+pub use apis::{Api, ApiSpec, Apis, DeclaredApi, RetrySpec};
 use exchange::{error_body, show_status};
 
 use super::{Call, Check, EffectError, Failure, Kind, Output, Reads, Sections, Template};
@@ -67,45 +67,6 @@ const MAX_IDLE_PER_HOST: usize = 64;
 const METHODS: &[&str] = &["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"];
 /// Those that may be sent again without doing their work twice.
 const IDEMPOTENT: &[&str] = &["GET", "HEAD", "PUT", "DELETE", "OPTIONS"];
-
-/// A named upstream for `http` tools.
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-#[schemars(title = "api")]
-pub struct ApiSpec {
-    /// `https://api.example.com/v1`: scheme, host and port of every request come from here, never
-    /// from arguments; a tool's `path` is appended to this path.
-    #[serde(rename = "baseUrl")]
-    pub base_url: String,
-    /// Headers sent with every request to this api, as written (use `${VAR}` for secrets: they
-    /// are never logged). A tool's `headers` add to them and win on the same name.
-    #[serde(default)]
-    pub headers: Option<IndexMap<String, String>>,
-    /// How long one call may take, retries and reading the answer included (`500ms`, `10s`;
-    /// default `30s`, at most `10m`).
-    #[serde(default)]
-    pub timeout: Option<DurationSpec>,
-    /// Sends a request again when it could not connect or got one of the `on` statuses; only
-    /// for idempotent methods (GET, HEAD, PUT, DELETE, OPTIONS).
-    #[serde(default)]
-    pub retry: Option<RetrySpec>,
-}
-
-/// When and how often a request is sent again.
-#[derive(Debug, Clone, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-#[schemars(title = "retry")]
-pub struct RetrySpec {
-    /// How many times a request is sent at most, the first included (2 to 10).
-    pub attempts: u32,
-    /// The statuses that are retried (default `[429, 502, 503, 504]`).
-    #[serde(default)]
-    pub on: Option<Vec<u16>>,
-    /// The first wait; each next one doubles, up to 10s (default `200ms`). A `Retry-After`
-    /// in seconds from the upstream is honoured up to 10s.
-    #[serde(default)]
-    pub backoff: Option<DurationSpec>,
-}
 
 /// The `http` effect.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
@@ -603,23 +564,4 @@ impl Shape {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn query_and_header_values_are_text_and_empty_ones_are_left_out() {
-        assert_eq!(text_of(&Value::Null), None);
-        assert_eq!(text_of(&Value::String(String::new())), None);
-        assert_eq!(text_of(&serde_json::json!(20)).as_deref(), Some("20"));
-        assert_eq!(text_of(&serde_json::json!(true)).as_deref(), Some("true"));
-        assert_eq!(text_of(&serde_json::json!("a b")).as_deref(), Some("a b"));
-    }
-
-    #[test]
-    fn marks_are_found_outside_template_tags_only() {
-        assert_eq!(outside_tags("/a/{{ x ~ '?' }}/b", &['?', '#']), None);
-        assert_eq!(outside_tags("/a{# c #}/b?q=1", &['?', '#']), Some((11, '?')));
-        assert_eq!(outside_tags("/a#frag", &['?', '#']), Some((2, '#')));
-        assert_eq!(outside_tags("/a/{{ x", &['?']), None);
-    }
-}
+mod tests;
