@@ -42,8 +42,11 @@ impl Builder<'_> {
         let declared_steps = spec.steps.as_deref().unwrap_or_default();
         let owner = format!("resource {}:", spec.uri);
         let effect_key = spec.reads.key();
-        let mut effect_scope = effect_scope(&[], declared_steps);
-        let read = effect_key.map(|_| self.resource_read(&spec.reads, &[], origin, &owner, &mut effect_scope));
+        let read = effect_key.map(|_| {
+            // A fixed URI has no variables to mark used: this scope only checks the effect's templates.
+            let mut scope = effect_scope(&[], declared_steps);
+            self.resource_read(&spec.reads, &[], origin, &owner, &mut scope)
+        });
         if let (Some(key), Some(reads), true) = (effect_key, spec.reads.reads(), spec.file.is_some()) {
             let location = self.assembled.locate_key(origin, "/file");
             let message = format!("resource `{}` has both `{key}` and `file`", spec.uri);

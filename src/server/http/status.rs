@@ -63,20 +63,15 @@ pub(super) async fn readyz(State(state): State<Arc<AppState>>, request: Request)
         ready["status"] = json!("unready");
     }
     for entry in &down {
-        let block = entry.block;
-        let names = ready
-            .as_object_mut()
-            .map(|ready| ready.entry(format!("unreachable{}", capitalized(block))).or_insert_with(|| json!([])));
-        if let Some(serde_json::Value::Array(names)) = names {
+        let names = &mut ready[format!("unreachable{}", capitalized(entry.block))];
+        if names.is_null() {
+            *names = json!([]);
+        }
+        if let Some(names) = names.as_array_mut() {
             names.push(json!(entry.name));
         }
         if detailed {
-            let errors = ready
-                .as_object_mut()
-                .map(|ready| ready.entry(format!("{}Errors", entry.entry)).or_insert_with(|| json!({})));
-            if let Some(serde_json::Value::Object(errors)) = errors {
-                errors.insert(entry.name.clone(), json!(entry.reason));
-            }
+            ready[format!("{}Errors", entry.entry)][&entry.name] = json!(entry.reason);
         }
     }
     // Nor while the replicas' state database does not answer (`--state`).
