@@ -140,6 +140,25 @@ pub(crate) enum Command {
         #[arg(long)]
         watch: bool,
     },
+    /// Run the catalogs' `examples:` and say which hold (exit 0 all pass,
+    /// 1 one fails or a catalog is invalid, 2 unreadable).
+    ///
+    /// Each example calls its tool, prompt or resource through the server's
+    /// own code, on scratch databases (a fresh copy of each SQLite file;
+    /// on PostgreSQL, transactions that are rolled back), with its `rows`
+    /// inserted first and an `http` api's answer taken from its `upstream`:
+    /// nothing the catalog serves is changed, no real api is called.
+    Test {
+        /// One or more catalog files.
+        #[arg(required = true)]
+        catalogs: Vec<PathBuf>,
+        /// Output format: `json` prints one object with every example's verdict.
+        #[arg(long, value_enum, default_value_t = Format::Human)]
+        format: Format,
+        /// Run only the examples whose name contains TEXT (such as a tool's name).
+        #[arg(long, value_name = "TEXT")]
+        filter: Option<String>,
+    },
     /// Print the JSON a client receives from the list methods.
     List {
         /// The catalog file.

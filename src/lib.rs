@@ -20,6 +20,8 @@
 //!   notifications fan out to; what the CLI and reload get from it is JSON or
 //!   carte's own types ([`server::Answer`], [`server::RequestError`]);
 //! - [`telemetry`]: OpenTelemetry traces, exported only when an OTLP endpoint is set;
+//! - [`examples`]: running a catalog's `examples:` through the server's own
+//!   code, on scratch databases (`carte test`);
 //! - [`reload`]: watching the catalog's files, loading the next snapshot,
 //!   swapping it in and announcing what changed.
 //!
@@ -27,8 +29,8 @@
 //! Modules depend one way too: `secret` and `uri_template` use nothing;
 //! `diag` uses `secret`; `render` uses `diag`; `catalog` uses those; `resource`, `content`,
 //! `prompt` and `run` use `catalog` and `render` (`content` uses `resource`,
-//! `prompt` and `run` use `content`); `task_store` uses `run`; `server` uses all of them; `reload`
-//! uses `server`. `tests/it/architecture.rs` checks this, and that only
+//! `prompt` and `run` use `content`); `task_store` uses `run`; `server` uses all of them; `examples`
+//! uses `server`; `reload` uses `examples` and `server`. `tests/it/architecture.rs` checks this, and that only
 //! `server` names rmcp.
 #![deny(missing_docs)]
 
@@ -37,6 +39,7 @@ pub mod content;
 pub mod diag;
 pub mod duration;
 pub mod effect;
+pub mod examples;
 pub mod metrics;
 pub mod prompt;
 pub mod reload;

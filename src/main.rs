@@ -187,6 +187,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Check { catalogs, format, watch: true } => check_watch(&catalogs, format),
         Command::Check { catalogs, format, watch: false } => Ok(check(&catalogs, format).0),
+        Command::Test { catalogs, format, filter } => test(&catalogs, format, filter.as_deref()),
         Command::List { catalog, kind, toolset } => {
             let Some(snapshot) = load_or_report(&catalog) else { return Ok(ExitCode::from(1)) };
             let snapshot = toolset_view(snapshot, toolset)?;
@@ -373,6 +374,68 @@ fn serve(
     runtime.shutdown_timeout(Duration::from_millis(500));
     served?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `carte test`: runs each catalog's examples, prints a verdict per
+/// example (or one JSON object) and a count.
+fn test(paths: &[PathBuf], format: Format, filter: Option<&str>) -> anyhow::Result<ExitCode> {
+    let runtime = runtime()?;
+    let mut verdicts = Vec::new();
+    let (mut invalid, mut unreadable) = (false, false);
+    let mut diagnostics = Vec::new();
+    let mut not_run = Vec::new();
+    for path in paths {
+        let loaded = catalog::load(path);
+        unreadable |= loaded.diagnostics.iter().any(|d| d.code == "unreadable");
+        diagnostics.extend(loaded.diagnostics);
+        match loaded.catalog {
+            Some(catalog) => verdicts.extend(runtime.block_on(carte::examples::run(catalog, filter))),
+            None => {
+                invalid = true;
+                not_run.push(path.display().to_string());
+            }
+        }
+    }
+    let passed = verdicts.iter().filter(|v| v.passed()).count();
+    let failed = verdicts.len() - passed;
+    match format {
+        Format::Human => {
+            eprint!("{}", diag::render_human(&diagnostics));
+            let mut out = String::new();
+            for path in &not_run {
+                out.push_str(&format!("{path}: not valid, so its examples did not run (see above)\n"));
+            }
+            for verdict in &verdicts {
+                out.push_str(&verdict.to_human());
+            }
+            let what = if verdicts.len() == 1 { "example" } else { "examples" };
+            out.push_str(&format!("{} {what}: {passed} passed, {failed} failed\n", verdicts.len()));
+            if verdicts.is_empty() && !invalid {
+                out.push_str(match filter {
+                    Some(_) => "no example's name contains the --filter text\n",
+                    None => "add `examples:` to a tool, prompt or resource to pin what it answers\n",
+                });
+            }
+            let _ = std::io::Write::write_all(&mut std::io::stdout(), carte::secret::redact(&out).as_bytes());
+        }
+        Format::Json => {
+            let examples: Vec<Value> = verdicts.iter().map(carte::examples::Verdict::to_json).collect();
+            let diagnostics: Vec<Value> =
+                diagnostics.iter().map(|d| serde_json::to_value(d).unwrap_or_default()).collect();
+            print_json(&serde_json::json!({
+                "examples": examples,
+                "passed": passed,
+                "failed": failed,
+                "notRun": not_run,
+                "diagnostics": diagnostics,
+            }));
+        }
+    }
+    Ok(match (unreadable, invalid || failed > 0) {
+        (true, _) => ExitCode::from(2),
+        (false, true) => ExitCode::from(1),
+        (false, false) => ExitCode::SUCCESS,
+    })
 }
 
 /// `check --watch`: checks, then checks again after every change.

@@ -17,6 +17,7 @@
 //! changes after it is built (a reload builds a new one), so a request that
 //! holds an `Arc<Catalog>` sees one consistent menu from start to end.
 
+pub mod examples;
 pub mod model;
 pub mod reference;
 pub mod schema;
@@ -69,6 +70,8 @@ pub struct Catalog {
     pub blocks: Blocks<Kept>,
     /// What it was built from (what a reload watches).
     pub inputs: Inputs,
+    /// Its `examples:`, in file order (`carte test` runs them).
+    pub examples: Vec<examples::Example>,
     tool_index: HashMap<String, usize>,
     prompt_index: HashMap<String, usize>,
     resource_index: HashMap<String, usize>,

@@ -138,6 +138,9 @@ pub struct ToolSpec {
     pub scopes: Option<Vec<String>>,
     /// What the tool does.
     pub run: RunSpec,
+    /// Calls and what their answers must be: `carte check` checks them, `carte test` runs them.
+    #[serde(default)]
+    pub examples: Option<Vec<crate::catalog::examples::ExampleSpec>>,
 }
 
 /// A tool's `task`: how it runs as a task.
@@ -465,6 +468,9 @@ pub struct PromptSpec {
     pub steps: Option<Vec<StepSpec>>,
     /// The messages, rendered in order.
     pub messages: Vec<MessageSpec>,
+    /// Calls and what their answers must be: `carte check` checks them, `carte test` runs them.
+    #[serde(default)]
+    pub examples: Option<Vec<crate::catalog::examples::ExampleSpec>>,
 }
 
 /// A prompt argument.
@@ -571,6 +577,9 @@ pub struct ResourceSpec {
     /// roots, ask); the body sees `answers`, `elicited`, `sampled` and `roots`.
     #[serde(default)]
     pub steps: Option<Vec<StepSpec>>,
+    /// Calls and what their answers must be: `carte check` checks them, `carte test` runs them.
+    #[serde(default)]
+    pub examples: Option<Vec<crate::catalog::examples::ExampleSpec>>,
 }
 
 /// A resource template (RFC 6570 URI template).
@@ -608,4 +617,7 @@ pub struct ResourceTemplateSpec {
     /// roots, ask); the body sees the URI's variables, `answers`, `elicited`, `sampled` and `roots`.
     #[serde(default)]
     pub steps: Option<Vec<StepSpec>>,
+    /// Calls and what their answers must be: `carte check` checks them, `carte test` runs them.
+    #[serde(default)]
+    pub examples: Option<Vec<crate::catalog::examples::ExampleSpec>>,
 }

@@ -206,6 +206,11 @@ pub trait Call: Send + Sync {
     /// Sends `message` to the client as a log message at `info` from
     /// `logger` (if the client asked for that level).
     fn info<'a>(&'a self, logger: &'a str, message: String) -> CallFuture<'a, ()>;
+    /// The answer an `http` effect takes instead of asking its api (an
+    /// example's `upstream`, under `carte test`); `None`: ask the api.
+    fn stated_answer(&self) -> Option<&http::StatedAnswer> {
+        None
+    }
 }
 
 /// The top-level blocks effects use, checked before the tools are.

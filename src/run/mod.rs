@@ -265,6 +265,10 @@ impl effect::Call for Running<'_> {
     fn info<'a>(&'a self, logger: &'a str, message: String) -> CallFuture<'a, ()> {
         self.client.log(LogLevel::Info, logger, Value::String(message))
     }
+
+    fn stated_answer(&self) -> Option<&effect::http::StatedAnswer> {
+        self.client.stated_answer()
+    }
 }
 
 /// Renders an effect's templates, each as [`render_one`].

@@ -82,6 +82,12 @@ pub trait Client: Send + Sync {
     /// Whose turn a render that did not fit inline waits for on the render
     /// pool (see [`render::pooled`]): asked only then.
     fn render_caller(&self) -> render::Caller;
+    /// The answer an `http` effect takes instead of asking its api: an
+    /// example's `upstream` under `carte test`; `None` (ask the api) for
+    /// every real client.
+    fn stated_answer(&self) -> Option<&crate::effect::http::StatedAnswer> {
+        None
+    }
 }
 
 /// The client capability a question's `method` needs: `elicitation`,

@@ -61,7 +61,8 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "uri_template",
         ],
     ),
-    ("reload", &["catalog", "diag", "metrics", "server", "sync", "telemetry"]),
+    ("examples", &["catalog", "diag", "effect", "render", "run", "server"]),
+    ("reload", &["catalog", "diag", "examples", "metrics", "server", "sync", "telemetry"]),
 ];
 
 /// One token of Rust source: an identifier, a number, `::`, or one

@@ -14,6 +14,7 @@ mod data;
 mod docs;
 mod effect_command;
 mod effect_http;
+mod examples;
 mod http;
 mod jq;
 mod live_resources;

@@ -23,6 +23,7 @@ use crate::effect::block::{Build, Checked, Checking, Kept, Registered};
 use crate::effect::{self, Blocks};
 use crate::render;
 
+mod examples;
 mod mcp_headers;
 mod prompts;
 mod resources;
@@ -105,6 +106,7 @@ pub fn build(
     builder.check_duplicates();
     let toolsets = builder.toolsets(&tools);
     builder.check_prompt_resources(&resources, &resource_templates);
+    let examples = builder.examples(&tools, &prompts, (&resources, &resource_templates));
     let data = crate::render::data_value(&assembled.data);
     builder.inputs.templates = vec![builder.configured_templates_dir()];
     let inputs = builder.inputs.clone();
@@ -125,6 +127,7 @@ pub fn build(
         data,
         blocks,
         inputs,
+        examples,
         tool_index,
         prompt_index,
         resource_index,

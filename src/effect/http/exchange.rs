@@ -193,6 +193,37 @@ pub(super) fn error_body(body: &[u8], truncated: bool) -> String {
 }
 
 /// An answer, read.
+/// An answer stated instead of asked for (an example's `upstream`): what
+/// the api would have said.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StatedAnswer {
+    /// Its status.
+    pub status: u16,
+    /// Its headers, name → value.
+    pub headers: Vec<(String, String)>,
+    /// Its body.
+    pub body: Vec<u8>,
+}
+
+impl StatedAnswer {
+    /// The answer, as if read from the api: cut at `max_bytes`; a header
+    /// that cannot be one is left out.
+    pub(super) fn answer(&self, max_bytes: usize) -> Answer {
+        let mut headers = HeaderMap::new();
+        for (name, value) in &self.headers {
+            if let (Ok(name), Ok(value)) =
+                (reqwest::header::HeaderName::from_bytes(name.as_bytes()), HeaderValue::from_str(value))
+            {
+                headers.append(name, value);
+            }
+        }
+        let truncated = self.body.len() > max_bytes;
+        let body = self.body[..self.body.len().min(max_bytes)].to_vec();
+        let status = StatusCode::from_u16(self.status).unwrap_or(StatusCode::OK);
+        Answer { status, headers, body, truncated }
+    }
+}
+
 pub(super) struct Answer {
     pub(super) status: StatusCode,
     headers: HeaderMap,

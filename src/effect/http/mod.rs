@@ -34,6 +34,7 @@ mod exchange;
 
 use apis::parse_timeout;
 pub use apis::{Api, ApiSpec, Apis, DeclaredApi, RetrySpec};
+pub use exchange::StatedAnswer;
 use exchange::{error_body, show_status};
 
 use super::{Call, Check, EffectError, Failure, Kind, Output, Reads, Sections, Template};
@@ -393,16 +394,19 @@ impl Kind for Http {
         let span = self.client_span(&request);
         telemetry::inject(&span, request.headers_mut());
         let exchange = self.exchange(request, &label).instrument(span.clone());
-        let answer = match tokio::time::timeout(self.timeout, exchange).await {
-            Ok(answer) => answer.map_err(|err| Failure::of(&span, EffectError::NoAnswer, err))?,
-            Err(_) => {
-                let reason = format!(
-                    "{label}: no answer within {} (the {} `timeout`)",
-                    show_duration(self.timeout),
-                    self.timeout_of
-                );
-                return Err(Failure::of(&span, EffectError::Timeout, reason));
-            }
+        let answer = match call.stated_answer() {
+            Some(stated) => stated.answer(self.max_bytes),
+            None => match tokio::time::timeout(self.timeout, exchange).await {
+                Ok(answer) => answer.map_err(|err| Failure::of(&span, EffectError::NoAnswer, err))?,
+                Err(_) => {
+                    let reason = format!(
+                        "{label}: no answer within {} (the {} `timeout`)",
+                        show_duration(self.timeout),
+                        self.timeout_of
+                    );
+                    return Err(Failure::of(&span, EffectError::Timeout, reason));
+                }
+            },
         };
         let ok = match &self.ok_status {
             Some(list) => list.contains(&answer.status.as_u16()),

@@ -226,6 +226,18 @@ impl Database {
         }
     }
 
+    /// Serves from now on a scratch copy of this database, whose changes
+    /// are thrown away (`carte test` takes a fresh one per example): a
+    /// SQLite file's rows copied into memory; for PostgreSQL, one
+    /// connection whose transaction is rolled back at the next rehearsal
+    /// and when the database is dropped. `setup` has yet to run on it.
+    pub fn rehearse(&self) -> Result<(), SqlFailure> {
+        match self {
+            Database::Sqlite(db) => db.rehearse().map_err(SqlFailure::from),
+            Database::Postgres(db) => db.rehearse(),
+        }
+    }
+
     /// Whether it answers now: always for SQLite; PostgreSQL is asked (for
     /// `/readyz`), and the error names it, its `host:port` and why.
     pub async fn ready(&self) -> Result<(), String> {
@@ -265,6 +277,47 @@ impl Database {
             Database::Postgres(db) => db.transact(statement, arguments, timeout, finish).await,
         }
     }
+}
+
+impl Database {
+    /// Inserts `rows` into `table` (an example's rows, on a rehearsed
+    /// database: see [`Database::rehearse`]), each row's values bound as
+    /// parameters, never spliced; an error names the row that failed.
+    pub async fn insert_rows(
+        self: &Arc<Self>,
+        table: &str,
+        rows: &[Map<String, Value>],
+        timeout: Duration,
+    ) -> Result<(), String> {
+        for (idx, row) in rows.iter().enumerate() {
+            let (statement, values) = insert_statement(table, row);
+            if let Database::Postgres(db) = &**self
+                && db.rehearsing()
+            {
+                db.rehearse_insert(statement, values);
+                continue;
+            }
+            let done = |_| std::future::ready(Ok::<(), String>(()));
+            if let Err(Aborted::Statement(err)) = self.transact(&statement, values, timeout, done).await {
+                return Err(format!("row {} of `{table}`: {err}", idx + 1));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `INSERT INTO "table" ("column", …) VALUES (:c0, …)` for `row`, and the
+/// values by parameter name (a column's name may be anything SQL quotes).
+fn insert_statement(table: &str, row: &Map<String, Value>) -> (String, Map<String, Value>) {
+    let quote = |name: &str| format!("\"{}\"", name.replace('"', "\"\""));
+    if row.is_empty() {
+        return (format!("INSERT INTO {} DEFAULT VALUES", quote(table)), Map::new());
+    }
+    let columns: Vec<String> = row.keys().map(|column| quote(column)).collect();
+    let params: Vec<String> = (0..row.len()).map(|idx| format!(":c{idx}")).collect();
+    let values = row.values().enumerate().map(|(idx, value)| (format!("c{idx}"), value.clone())).collect();
+    let statement = format!("INSERT INTO {} ({}) VALUES ({})", quote(table), columns.join(", "), params.join(", "));
+    (statement, values)
 }
 
 /// Where a catalog's `setup` runs and its statements are prepared while it
@@ -405,6 +458,10 @@ pub fn apply_setup(plans: &[SetupPlan<'_>]) -> Result<(), SetupFailure> {
     for (idx, plan) in plans.iter().enumerate() {
         let Database::Postgres(db) = plan.database else { continue };
         let db: &postgres::Database = db;
+        if db.rehearsing() {
+            db.rehearse_setup(plan.statements);
+            continue;
+        }
         if db.applied().as_deref() == Some(plan.statements)
             || pending.iter().any(|(_, seen, _)| std::ptr::eq(*seen, db))
         {

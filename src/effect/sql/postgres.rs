@@ -163,6 +163,19 @@ pub struct Database {
     read_only: bool,
     /// The `setup` last committed (`None`: never, by this process).
     applied: Mutex<Option<Vec<String>>>,
+    /// Under `carte test`: what each transaction runs first; every
+    /// transaction is then rolled back, never committed.
+    rehearsal: Mutex<Option<Rehearsal>>,
+}
+
+/// What a rehearsed transaction runs before its statement (see
+/// [`Database::rehearse`]).
+#[derive(Debug, Clone, Default)]
+struct Rehearsal {
+    /// The database's `setup`.
+    setup: Vec<String>,
+    /// Inserts of an example's rows, each with its values.
+    rows: Vec<(String, Map<String, Value>)>,
 }
 
 impl std::fmt::Debug for Database {
@@ -177,7 +190,15 @@ impl Database {
     pub fn new(name: &str, target: Target, pool_max: usize, read_only: bool) -> Result<Database, String> {
         // A call's wait for a connection is bounded by its statement's timeout.
         let pool = target.pool(pool_max, None)?;
-        Ok(Database { name: name.to_owned(), target, pool, pool_max, read_only, applied: Mutex::default() })
+        Ok(Database {
+            name: name.to_owned(),
+            target,
+            pool,
+            pool_max,
+            read_only,
+            applied: Mutex::default(),
+            rehearsal: Mutex::default(),
+        })
     }
 
     /// Whether this database is declared so (a reload keeps it, with its pool).
@@ -214,6 +235,34 @@ impl Database {
         self.pool.manager().statement_caches.clear();
     }
 
+    /// From now on, every transaction is rolled back instead of committed
+    /// (`carte test`): it first runs `setup` (see
+    /// [`Database::rehearse_setup`]) and the rows an example inserts
+    /// ([`Database::rehearse_insert`]), then its statement, all inside it.
+    pub fn rehearse(&self) -> Result<(), SqlFailure> {
+        *lock(&self.rehearsal) = Some(Rehearsal::default());
+        Ok(())
+    }
+
+    /// Whether its transactions are rolled back (see [`Database::rehearse`]).
+    pub fn rehearsing(&self) -> bool {
+        lock(&self.rehearsal).is_some()
+    }
+
+    /// Under rehearsal: the `setup` each transaction runs first.
+    pub fn rehearse_setup(&self, statements: &[String]) {
+        if let Some(rehearsal) = lock(&self.rehearsal).as_mut() {
+            rehearsal.setup = statements.to_vec();
+        }
+    }
+
+    /// Under rehearsal: an insert each transaction runs first, after `setup`.
+    pub fn rehearse_insert(&self, statement: String, values: Map<String, Value>) {
+        if let Some(rehearsal) = lock(&self.rehearsal).as_mut() {
+            rehearsal.rows.push((statement, values));
+        }
+    }
+
     /// Whether it answers now (for `/readyz`), and if not, why.
     pub async fn ready(&self) -> Result<(), String> {
         let answered = tokio::time::timeout(READY_TIMEOUT, async {
@@ -248,11 +297,18 @@ impl Database {
             Err(message) => return fail(SqlError::Other(message)),
         };
         let deadline = Instant::now() + timeout;
+        let rehearsal = lock(&self.rehearsal).clone();
+        // A rehearsal's transaction has begun already (its setup and rows ran first).
         let begin = format!(
-            "BEGIN{}; SET LOCAL statement_timeout = {}",
-            if self.read_only { " READ ONLY" } else { "" },
+            "{}; SET LOCAL statement_timeout = {}",
+            match (&rehearsal, self.read_only) {
+                (Some(_), _) => "SELECT 1",
+                (None, true) => "BEGIN READ ONLY",
+                (None, false) => "BEGIN",
+            },
             timeout.as_millis()
         );
+        let commit = if rehearsal.is_some() { "ROLLBACK" } else { "COMMIT" };
         let mut attempts = 0;
         let (mut session, rows) = loop {
             attempts += 1;
@@ -268,6 +324,16 @@ impl Database {
                     )));
                 }
             };
+            if let Some(rehearsal) = &rehearsal {
+                match tokio::time::timeout_at(deadline, prepare_rehearsal(session.client(), rehearsal)).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(message)) => {
+                        let _ = session.end("ROLLBACK").await;
+                        return fail(SqlError::Other(message));
+                    }
+                    Err(_) => return fail(SqlError::Timeout(timeout)),
+                }
+            }
             let ran = tokio::time::timeout_at(deadline, run(session.client(), &translated, &arguments, &begin)).await;
             match ran {
                 Err(_) => return fail(SqlError::Timeout(timeout)), // the session cancels it
@@ -299,14 +365,14 @@ impl Database {
             ))),
         };
         if !rows.wrote {
-            if let Err(err) = committed(session.end("COMMIT").await) {
+            if let Err(err) = committed(session.end(commit).await) {
                 return fail(err);
             }
             drop(session); // back to the pool before the result renders
             return finish(rows).await.map_err(|reason| Aborted::Refused { reason, rolled_back: false });
         }
         match tokio::time::timeout_at(deadline, finish(rows)).await {
-            Ok(Ok(value)) => match committed(session.end("COMMIT").await) {
+            Ok(Ok(value)) => match committed(session.end(commit).await) {
                 Ok(()) => Ok(value),
                 Err(err) => fail(err),
             },
@@ -320,6 +386,26 @@ impl Database {
             }
         }
     }
+}
+
+/// Begins a rehearsed transaction: `BEGIN`, the database's `setup`, then
+/// the example's inserts; an error says which failed.
+async fn prepare_rehearsal(client: &deadpool_postgres::ClientWrapper, rehearsal: &Rehearsal) -> Result<(), String> {
+    client.batch_execute("BEGIN").await.map_err(|err| reason(&err))?;
+    for statement in &rehearsal.setup {
+        client.batch_execute(statement).await.map_err(|err| format!("setup failed: {}", reason(&err)))?;
+    }
+    for (statement, values) in &rehearsal.rows {
+        let translated = translate(statement)?;
+        let prepared = client.prepare(&translated.sql).await.map_err(|err| format!("{statement}: {}", reason(&err)))?;
+        let mut params = Vec::with_capacity(translated.params.len());
+        for (name, ty) in translated.params.iter().zip(prepared.params()) {
+            params.push(encode(name, values.get(name), ty)?);
+        }
+        let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p as &(dyn ToSql + Sync)).collect();
+        client.execute(&prepared, &refs).await.map_err(|err| format!("{statement}: {}", reason(&err)))?;
+    }
+    Ok(())
 }
 
 /// How running a statement failed.

@@ -109,6 +109,24 @@ impl Database {
         lock(&self.applied).clone()
     }
 
+    /// Serves from now on a scratch in-memory copy of this database (its
+    /// schema and rows, read without changing the file; empty if there is
+    /// none), on which `setup` has yet to run: `carte test` runs each
+    /// example on a fresh one. Nothing on disk is touched.
+    pub fn rehearse(&self) -> Result<(), String> {
+        let mut scratch = Connection::open_in_memory().map_err(|err| err.to_string())?;
+        setup::limit_lengths(&scratch).map_err(|err| err.to_string())?;
+        if let Some(path) = self.path.as_deref().filter(|path| path.exists()) {
+            let source = open_read_only(path).map_err(|err| format!("cannot read `{}`: {err}", path.display()))?;
+            let copy = rusqlite::backup::Backup::new(&source, &mut scratch).map_err(|err| err.to_string())?;
+            copy.run_to_completion(1024, Duration::ZERO, None)
+                .map_err(|err| format!("cannot copy `{}`: {err}", path.display()))?;
+        }
+        *lock(&self.connection) = Some(scratch);
+        *lock(&self.applied) = None;
+        Ok(())
+    }
+
     /// A scratch in-memory copy of this database's schema, to try a
     /// catalog's `setup` and statements on without changing anything: the
     /// open connection's schema if there is one (a reload), else the file's,

@@ -398,7 +398,12 @@ impl Snapshot {
     /// `resources/read` as JSON, running the statement of a resource that
     /// reads a database (as `carte read` and live resources read).
     pub async fn read_resource_live_json(&self, uri: &str) -> Answer {
-        let contents = self.read_resource_for(uri, &run::steps::NoClient, Resume::default()).await;
+        self.read_resource_with(uri, &run::steps::NoClient).await
+    }
+
+    /// `resources/read` as JSON on behalf of `client` (as an example reads).
+    pub async fn read_resource_with(&self, uri: &str, client: &dyn run::steps::Client) -> Answer {
+        let contents = self.read_resource_for(uri, client, Resume::default()).await;
         answer(contents.and_then(|asked| asked.done(uri)).map(|contents| json!({ "contents": contents })))
     }
 

@@ -222,7 +222,7 @@ pub(super) fn open(path: Option<&Path>) -> Result<Connection, String> {
 /// refuses to build one ("string or blob too big") instead of allocating
 /// it (`hex(zeroblob(:n))` with a client's `n`), and no row or statement
 /// larger than that either.
-fn limit_lengths(connection: &Connection) -> rusqlite::Result<()> {
+pub(super) fn limit_lengths(connection: &Connection) -> rusqlite::Result<()> {
     let most = i32::try_from(super::super::engine::MAX_RESULT_BYTES).unwrap_or(i32::MAX);
     connection.set_limit(Limit::SQLITE_LIMIT_LENGTH, most)?;
     Ok(())
