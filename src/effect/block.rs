@@ -50,6 +50,11 @@ pub trait Block: Default + 'static {
     /// Whether `name` was declared, whether or not it could be checked.
     fn declares(&self, name: &str) -> bool;
 
+    /// The files checking read besides the catalog's (a reload watches them).
+    fn files(&self) -> &[std::path::PathBuf] {
+        &[]
+    }
+
     /// The entries that can serve, for the catalog (what only checking
     /// needed is dropped).
     fn into_entries(self) -> IndexMap<String, Self::Entry>;

@@ -20,6 +20,7 @@ mod jq;
 mod live_resources;
 mod mcp_headers;
 mod metrics;
+mod migrations;
 mod mrtr;
 mod oauth;
 mod postgres;

@@ -98,6 +98,9 @@ pub fn build(
     builder.load_template_files();
     builder.blocks =
         Blocks::build(&mut CheckBlocks { assembled: &assembled, previous, diagnostics: &mut *builder.diagnostics });
+    let mut read = BlockFiles(Vec::new());
+    builder.blocks.each(&mut read);
+    builder.inputs.files.extend(read.0);
     let tools: Vec<Tool> = assembled.tools.iter().filter_map(|decl| builder.tool(decl)).collect();
     let prompts: Vec<Prompt> = assembled.prompts.iter().filter_map(|decl| builder.prompt(decl)).collect();
     let resources: Vec<Resource> = assembled.resources.iter().filter_map(|decl| builder.resource(decl)).collect();
@@ -371,6 +374,15 @@ struct KeepBlocks(Blocks<Checking>);
 impl Build<Kept> for KeepBlocks {
     fn build<B: Registered>(&mut self) -> indexmap::IndexMap<String, B::Entry> {
         std::mem::take(B::of_mut(&mut self.0)).block.into_entries()
+    }
+}
+
+/// The files the blocks' checks read (a reload watches them).
+struct BlockFiles(Vec<PathBuf>);
+
+impl<'a> effect::block::Each<'a, Checking> for BlockFiles {
+    fn each<B: Registered>(&mut self, block: &'a Checked<B>) {
+        self.0.extend(block.block.files().iter().cloned());
     }
 }
 

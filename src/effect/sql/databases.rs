@@ -19,7 +19,8 @@ use crate::effect::block::Block;
 pub struct DatabaseEntry {
     /// The database, shared with the catalog this one replaces if the URL is the same.
     pub database: Arc<Database>,
-    /// Its `setup` statements.
+    /// Its `setup` statements, then those applying and recording its new
+    /// migrations: what applying the catalog runs, in one transaction.
     pub setup: Vec<String>,
     /// Where each `setup` statement is declared.
     pub setup_locations: Vec<Location>,
@@ -44,6 +45,8 @@ pub struct Databases {
     pub(super) probes: HashMap<String, Probe>,
     /// Every name declared, whether or not it could be opened.
     pub(super) declared: Vec<String>,
+    /// The migration files read (a reload watches them).
+    pub(super) files: Vec<std::path::PathBuf>,
 }
 
 /// Checks each database without changing it: its `setup` runs on a scratch
@@ -170,6 +173,12 @@ fn check_databases(
                 continue;
             }
         }
+        let Some(planned) = super::migrations::check(decl, &database, &mut probe, diagnostics) else { continue };
+        checked.files.extend(planned.files);
+        let mut setup = setup;
+        let mut setup_locations = setup_locations;
+        setup.extend(planned.statements);
+        setup_locations.extend(planned.locations);
         checked.probes.insert(name.to_owned(), probe);
         checked.entries.insert(
             name.to_owned(),
@@ -238,6 +247,10 @@ impl Block for Databases {
 
     fn declares(&self, name: &str) -> bool {
         self.declared.iter().any(|declared| declared == name)
+    }
+
+    fn files(&self) -> &[std::path::PathBuf] {
+        &self.files
     }
 
     fn into_entries(self) -> IndexMap<String, DatabaseEntry> {

@@ -226,6 +226,34 @@ impl Database {
         }
     }
 
+    /// The migrations recorded in it as applied (name, SQL), in order,
+    /// read without changing anything (PostgreSQL: through `probe`).
+    pub fn recorded_migrations(&self, probe: &Probe) -> Result<Vec<(String, String)>, SqlFailure> {
+        match (self, probe) {
+            (Database::Postgres(_), Probe::Postgres(probe)) => probe.recorded_migrations(),
+            (Database::Sqlite(db), _) => db.recorded_migrations().map_err(SqlFailure::from),
+            (Database::Postgres(_), Probe::Sqlite(_)) => Ok(Vec::new()),
+        }
+    }
+
+    /// The statements that record migration `name` (its `sql`) as applied,
+    /// creating the table of them first if need be; the values are quoted
+    /// as SQL string literals.
+    pub fn record_migration(&self, name: &str, sql: &str) -> [String; 2] {
+        let quote = |text: &str| format!("'{}'", text.replace('\'', "''"));
+        let table = match self {
+            Database::Sqlite(_) => {
+                "CREATE TABLE IF NOT EXISTS carte_migrations (seq INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE, \
+                 sql TEXT NOT NULL, applied_at TEXT NOT NULL DEFAULT CURRENT_TIMESTAMP)"
+            }
+            Database::Postgres(_) => {
+                "CREATE TABLE IF NOT EXISTS carte_migrations (seq bigserial PRIMARY KEY, name text NOT NULL UNIQUE, \
+                 sql text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"
+            }
+        };
+        [table.to_owned(), format!("INSERT INTO carte_migrations (name, sql) VALUES ({}, {})", quote(name), quote(sql))]
+    }
+
     /// Serves from now on a scratch copy of this database, whose changes
     /// are thrown away (`carte test` takes a fresh one per example): a
     /// SQLite file's rows copied into memory; for PostgreSQL, one

@@ -12,6 +12,7 @@
 
 mod databases;
 pub mod engine;
+mod migrations;
 mod named;
 mod pg_values;
 mod postgres;
@@ -62,6 +63,27 @@ pub struct DatabaseSpec {
     /// by `carte check` on SQLite, by PostgreSQL when it runs). Default `false`.
     #[serde(default, rename = "readOnly")]
     pub read_only: Option<bool>,
+    /// Changes to the database applied once each, in order, after `setup`, and recorded in it
+    /// (table `carte_migrations`): how a table evolves (`ALTER TABLE … ADD COLUMN …`). `carte
+    /// check` tries the new ones on a scratch copy; a reload applies them before the new catalog
+    /// serves. An applied migration may never change or vanish: write another one.
+    #[serde(default)]
+    pub migrations: Option<Vec<MigrationSpec>>,
+}
+
+/// One migration of a database.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(title = "migration")]
+pub struct MigrationSpec {
+    /// Its name, unique in the database (`001-orders`, `002-phone`): how carte knows it was applied.
+    pub name: String,
+    /// Its SQL: one statement, or several separated by `;`.
+    #[serde(default)]
+    pub sql: Option<String>,
+    /// A file holding its SQL instead (relative to this catalog file).
+    #[serde(default)]
+    pub file: Option<String>,
 }
 
 /// A PostgreSQL connection pool.

@@ -109,6 +109,31 @@ impl Database {
         lock(&self.applied).clone()
     }
 
+    /// The migrations recorded as applied (name, SQL), in order: read from
+    /// the open connection (a reload) or the file, changing nothing; none
+    /// if there is neither, or no table of them yet.
+    pub fn recorded_migrations(&self) -> Result<Vec<(String, String)>, String> {
+        let read = |connection: &Connection| -> rusqlite::Result<Vec<(String, String)>> {
+            let there: bool = connection.query_row(
+                "SELECT count(*) > 0 FROM sqlite_schema WHERE type = 'table' AND name = 'carte_migrations'",
+                [],
+                |row| row.get(0),
+            )?;
+            if !there {
+                return Ok(Vec::new());
+            }
+            let mut statement = connection.prepare("SELECT name, sql FROM carte_migrations ORDER BY seq")?;
+            statement.query_map([], |row| Ok((row.get(0)?, row.get(1)?)))?.collect()
+        };
+        let connection = lock(&self.connection);
+        match (connection.as_ref(), &self.path) {
+            (Some(open), _) => read(open),
+            (None, Some(path)) if path.exists() => open_read_only(path).and_then(|c| read(&c)),
+            (None, _) => Ok(Vec::new()),
+        }
+        .map_err(|err| err.to_string())
+    }
+
     /// Serves from now on a scratch in-memory copy of this database (its
     /// schema and rows, read without changing the file; empty if there is
     /// none), on which `setup` has yet to run: `carte test` runs each

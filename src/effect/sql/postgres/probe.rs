@@ -50,6 +50,7 @@ enum Job {
     Batch(String, Reply<Result<(), SqlFailure>>),
     Check(String, Reply<Result<Vec<String>, Refusal>>),
     Names(Reply<(Vec<String>, Vec<String>)>),
+    Recorded(Reply<Result<Vec<(String, String)>, SqlFailure>>),
     Commit(Reply<Result<(), String>>),
 }
 
@@ -110,6 +111,12 @@ impl Probe {
     /// The tables and views on the search path, and their columns.
     pub fn names(&self) -> (Vec<String>, Vec<String>) {
         self.ask(Job::Names).unwrap_or_default()
+    }
+
+    /// The migrations recorded as applied (name, SQL), in order; none
+    /// before the first was.
+    pub fn recorded_migrations(&self) -> Result<Vec<(String, String)>, SqlFailure> {
+        self.ask(Job::Recorded).unwrap_or_else(|| Err(self.lost().into()))
     }
 
     /// Commits what ran on it.
@@ -191,6 +198,14 @@ fn serve_probe(
             Job::Names(reply) => {
                 let _ = reply.send(within(&runtime, bound, names(&client)).unwrap_or_default());
             }
+            Job::Recorded(reply) => {
+                let read = within(&runtime, bound, recorded(&client));
+                let _ = reply.send(match read {
+                    Ok(Ok(recorded)) => Ok(recorded),
+                    Ok(Err(err)) => Err(failure(&err)),
+                    Err(_) => Err(late().into()),
+                });
+            }
             Job::Commit(reply) => {
                 let done = within(&runtime, bound, client.batch_execute("COMMIT"));
                 let _ = reply.send(match done {
@@ -205,6 +220,17 @@ fn serve_probe(
     if let Ok(Err(err)) = within(&runtime, bound, client.batch_execute("ROLLBACK")) {
         tracing::debug!("rolling back a check: {err}");
     }
+}
+
+/// The rows of `carte_migrations` (name, SQL) in the order they were
+/// applied; none if there is no such table yet.
+async fn recorded(client: &Client) -> Result<Vec<(String, String)>, tokio_postgres::Error> {
+    let there = client.query_one("SELECT to_regclass('carte_migrations') IS NOT NULL", &[]).await?;
+    if !there.get::<_, bool>(0) {
+        return Ok(Vec::new());
+    }
+    let rows = client.query("SELECT name, sql FROM carte_migrations ORDER BY seq", &[]).await?;
+    Ok(rows.iter().map(|row| (row.get(0), row.get(1))).collect())
 }
 
 /// Runs `work` on the probe's runtime, for at most `bound`.
