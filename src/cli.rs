@@ -43,6 +43,12 @@ pub(crate) enum Command {
         /// Milliseconds of quiet after a change before reloading.
         #[arg(long, value_name = "MS", default_value_t = 50)]
         debounce: u64,
+        /// Run the catalog's `examples:` before serving it and before each
+        /// reload: a catalog whose examples fail is refused (at start, carte
+        /// exits; on reload the last good catalog serves on and clients are
+        /// told why).
+        #[arg(long)]
+        examples: bool,
         /// Do not watch the files (reload only on SIGHUP).
         #[arg(long, conflicts_with = "poll")]
         no_watch: bool,

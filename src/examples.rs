@@ -15,7 +15,7 @@ use serde_json::{Map, Value, json};
 
 use crate::catalog::Catalog;
 use crate::catalog::examples::{Answer, Example, Miss, Subject};
-use crate::diag::Location;
+use crate::diag::{Diagnostic, Location};
 use crate::effect::http::StatedAnswer;
 use crate::render;
 use crate::run::steps::{self, ClientFuture, NoClient, Question, Unanswered};
@@ -59,6 +59,22 @@ impl Verdict {
             value["error"] = Value::String(broken.clone());
         }
         value
+    }
+
+    /// As a diagnostic at the example (`serve --examples` refuses a
+    /// catalog with it).
+    pub fn diagnostic(&self) -> Diagnostic {
+        let mut text = self.to_human();
+        let first = text.find('\n').map_or(text.len(), |end| end + 1);
+        let details = text.split_off(first);
+        let mut diagnostic = Diagnostic::error(
+            "example-failed",
+            self.location.clone(),
+            format!("example failed: {}\n{}", self.name, details.trim_end()),
+        );
+        diagnostic.hint =
+            Some("run `carte test` on the catalog to see every example; fix the catalog or the example".to_owned());
+        diagnostic
     }
 
     /// For a person: `PASS name`, or `FAIL name (file:line:column)` and

@@ -98,6 +98,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Serve {
             catalog,
             debounce,
+            examples,
             no_watch,
             poll,
             http,
@@ -135,7 +136,15 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 (false, Some(ms)) => Some(reload::Mode::Poll(Duration::from_millis(ms.max(1)))),
                 (false, None) => Some(reload::Mode::Events),
             };
-            let reloading = reload::Options { debounce: Duration::from_millis(debounce), watch };
+            let reloading = reload::Options { debounce: Duration::from_millis(debounce), watch, examples };
+            if examples {
+                let failed = runtime()?.block_on(reload::examples_failing(&catalog));
+                if !failed.is_empty() {
+                    eprint!("{}", diag::render_human(&failed));
+                    eprintln!("carte: --examples: the catalog's examples fail; not serving it");
+                    return Ok(ExitCode::from(1));
+                }
+            }
             let http = match http {
                 None => None,
                 Some(addr) => {

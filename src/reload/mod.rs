@@ -47,6 +47,9 @@ pub struct Options {
     pub debounce: Duration,
     /// How changes are noticed; `None` reloads only on SIGHUP.
     pub watch: Option<Mode>,
+    /// `serve --examples`: a catalog whose examples fail is refused like an
+    /// invalid one (see [`run_examples`]).
+    pub examples: bool,
 }
 
 impl Options {
@@ -143,6 +146,10 @@ pub async fn run(
         let Some((outcome, inputs)) = loaded else {
             telemetry::failed(&span, "load_failed");
             continue;
+        };
+        let outcome = match options.examples {
+            true => run_examples(&root, outcome).instrument(span.clone()).await,
+            false => outcome,
         };
         let outcome = apply_setup(&root, outcome).instrument(span.clone()).await;
         match &outcome {
@@ -309,6 +316,39 @@ fn prepare(root: &Path, current: &Snapshot, subscribed: &std::collections::BTree
         None => Outcome::Invalid { diagnostics: loaded.diagnostics },
     };
     (outcome, loaded.inputs)
+}
+
+/// With `--examples`: runs the examples of a valid catalog before anything
+/// of it is applied; a failing one refuses it like an invalid catalog. The
+/// examples run on a copy loaded on its own (the next snapshot shares its
+/// databases with the one serving, which examples must not touch).
+async fn run_examples(root: &Path, outcome: Outcome) -> Outcome {
+    if !matches!(outcome, Outcome::Valid { .. }) {
+        return outcome;
+    }
+    let failed = examples_failing(root).await;
+    if failed.is_empty() { outcome } else { Outcome::Invalid { diagnostics: failed } }
+}
+
+/// A diagnostic for each example of the catalog at `root` that fails
+/// (loaded afresh, its examples run on scratch databases; see
+/// [`crate::examples`]); the catalog's own errors if it no longer loads.
+pub async fn examples_failing(root: &Path) -> Vec<diag::Diagnostic> {
+    let path = root.to_path_buf();
+    let loaded = match tokio::task::spawn_blocking(move || catalog::load(&path)).await {
+        Ok(loaded) => loaded,
+        Err(err) => {
+            let location = diag::Location::file_start(root);
+            return vec![diag::Diagnostic::error(
+                "example-failed",
+                location,
+                format!("running the examples failed: {err}"),
+            )];
+        }
+    };
+    let Some(catalog) = loaded.catalog else { return loaded.diagnostics };
+    let verdicts = crate::examples::run(catalog, None).await;
+    verdicts.iter().filter(|verdict| !verdict.passed()).map(crate::examples::Verdict::diagnostic).collect()
 }
 
 /// Applies a valid catalog's database `setup` (on the blocking pool), just

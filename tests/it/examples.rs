@@ -161,3 +161,36 @@ tools:
     let tables = pg.query("SELECT count(*) FROM pg_tables WHERE tablename = 'items'");
     assert_eq!(tables, vec![vec![Some("0".to_owned())]]);
 }
+
+#[test]
+fn serve_with_examples_refuses_a_reload_whose_examples_fail() {
+    let dir = TempDir::new("examples-serve");
+    let good = "tools:\n  - name: greet\n    description: Greets.\n    run: { text: Hello }\n    examples: [ { expect: { text: Hello } } ]\n";
+    let path = dir.write("catalog.yaml", good);
+    let mut server = common::Server::initialized_with(&path, &[], &["--examples"]);
+    server.result("logging/setLevel", json!({"level": "debug"}));
+    std::fs::write(&path, good.replace("run: { text: Hello }", "run: { text: Goodbye }")).unwrap();
+    let (before, report) = server.wait_reload();
+    assert!(common::methods(&before).is_empty(), "a refused catalog announced {before:?}");
+    assert_eq!(report["params"]["level"], "error", "{report}");
+    let message = report["params"]["data"].as_str().unwrap();
+    assert!(message.contains("example failed: tool `greet`: example 1"), "{message}");
+    assert!(message.contains("expected: Hello") && message.contains("got:      Goodbye"), "{message}");
+    assert!(message.contains("catalog.yaml:5:19"), "{message}");
+    let call = server.result("tools/call", json!({"name": "greet"}));
+    assert_eq!(common::text(&call), "Hello");
+    // Fixing the example lets the change through.
+    std::fs::write(&path, good.replace("Hello", "Goodbye")).unwrap();
+    let (_, report) = server.wait_reload();
+    assert_eq!(report["params"]["level"], "info", "{report}");
+    assert_eq!(common::text(&server.result("tools/call", json!({"name": "greet"}))), "Goodbye");
+    drop(server);
+
+    // At start, failing examples mean carte does not serve.
+    std::fs::write(&path, good.replace("run: { text: Hello }", "run: { text: Goodbye }")).unwrap();
+    let mut command = carte();
+    command.args(["serve", "--examples"]).arg(&path).env_remove("CARTE_LOG");
+    let ran = run_to_end(&mut command, "carte serve --examples", common::TIMEOUT);
+    assert_eq!(ran.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&ran.stderr).contains("the catalog's examples fail; not serving it"));
+}
