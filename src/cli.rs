@@ -49,6 +49,11 @@ pub(crate) enum Command {
         /// told why).
         #[arg(long)]
         examples: bool,
+        /// HTTP: also serve the author's page (see `carte preview`) at
+        /// /preview/. Not with --auth-token-env or --oauth-issuer: the page
+        /// has no login.
+        #[arg(long, requires = "http", conflicts_with_all = ["auth_token_env", "oauth_issuer"])]
+        preview: bool,
         /// Do not watch the files (reload only on SIGHUP).
         #[arg(long, conflicts_with = "poll")]
         no_watch: bool,
@@ -164,6 +169,19 @@ pub(crate) enum Command {
         /// Run only the examples whose name contains TEXT (such as a tool's name).
         #[arg(long, value_name = "TEXT")]
         filter: Option<String>,
+    },
+    /// Serve the author's page in a browser: the menu as a client sees it,
+    /// the diagnostics of the last save (live, as you save), a form to try
+    /// each tool and prompt, resources to read, and the examples' verdicts.
+    ///
+    /// Calls run through the server's own code, like `carte call` (on the
+    /// catalog's real databases); the page answers only to this machine.
+    Preview {
+        /// The catalog file (YAML).
+        catalog: PathBuf,
+        /// Where to serve the page: HOST:PORT (a local address).
+        #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:7878")]
+        http: String,
     },
     /// Print the JSON a client receives from the list methods.
     List {

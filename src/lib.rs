@@ -22,6 +22,8 @@
 //! - [`telemetry`]: OpenTelemetry traces, exported only when an OTLP endpoint is set;
 //! - [`examples`]: running a catalog's `examples:` through the server's own
 //!   code, on scratch databases (`carte test`);
+//! - [`preview`]: the author's page (`carte preview`, `serve --preview`):
+//!   the menu, the last check's diagnostics, forms to try it, examples;
 //! - [`reload`]: watching the catalog's files, loading the next snapshot,
 //!   swapping it in and announcing what changed.
 //!
@@ -30,7 +32,8 @@
 //! `diag` uses `secret`; `render` uses `diag`; `catalog` uses those; `resource`, `content`,
 //! `prompt` and `run` use `catalog` and `render` (`content` uses `resource`,
 //! `prompt` and `run` use `content`); `task_store` uses `run`; `server` uses all of them; `examples`
-//! uses `server`; `reload` uses `examples` and `server`. `tests/it/architecture.rs` checks this, and that only
+//! uses `server`; `reload` uses `examples` and `server`;
+//! `preview` uses `reload` and those below it. `tests/it/architecture.rs` checks this, and that only
 //! `server` names rmcp.
 #![deny(missing_docs)]
 
@@ -41,6 +44,7 @@ pub mod duration;
 pub mod effect;
 pub mod examples;
 pub mod metrics;
+pub mod preview;
 pub mod prompt;
 pub mod reload;
 pub mod render;

@@ -99,6 +99,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             catalog,
             debounce,
             examples,
+            preview,
             no_watch,
             poll,
             http,
@@ -192,10 +193,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 },
                 _ => None,
             };
-            serve(&catalog, reloading, (http, toolset), (state_keys, replicas))
+            serve(&catalog, reloading, (http, toolset, preview), (state_keys, replicas))
         }
         Command::Check { catalogs, format, watch: true } => check_watch(&catalogs, format),
         Command::Check { catalogs, format, watch: false } => Ok(check(&catalogs, format).0),
+        Command::Preview { catalog, http } => preview(&catalog, &http),
         Command::Test { catalogs, format, filter } => test(&catalogs, format, filter.as_deref()),
         Command::List { catalog, kind, toolset } => {
             let Some(snapshot) = load_or_report(&catalog) else { return Ok(ExitCode::from(1)) };
@@ -328,7 +330,7 @@ fn toolset_view(snapshot: Snapshot, toolset: Option<String>) -> anyhow::Result<V
 fn serve(
     path: &Path,
     options: reload::Options,
-    (http, toolset): (Option<HttpOptions>, Option<String>),
+    (http, toolset, preview): (Option<HttpOptions>, Option<String>, bool),
     (state_keys, replicas): (Option<StateKeys>, Option<std::sync::Arc<carte::server::replicas::Replicas>>),
 ) -> anyhow::Result<ExitCode> {
     let Some(snapshot) = load_or_report(path) else { return Ok(ExitCode::from(1)) };
@@ -375,7 +377,15 @@ fn serve(
     let served = runtime.block_on(async {
         tokio::spawn(reload::run(path.to_path_buf(), shared.clone(), inputs, options, std::future::pending()));
         match http {
-            Some(http) => carte::server::http::serve_http(shared, http, shutdown_signal()).await,
+            Some(mut http) => {
+                if preview {
+                    let page = carte::preview::Preview::served(path, shared.clone()).await;
+                    tokio::spawn(std::sync::Arc::clone(&page).follow());
+                    http.preview = Some(page.router());
+                    tracing::info!("the author's page is at /preview/");
+                }
+                carte::server::http::serve_http(shared, http, shutdown_signal()).await
+            }
             None => carte::server::serve_stdio(shared, toolset.map(Into::into), shutdown_signal()).await,
         }
     });
@@ -383,6 +393,31 @@ fn serve(
     runtime.shutdown_timeout(Duration::from_millis(500));
     served?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `carte preview`: serves the author's page until interrupted.
+fn preview(path: &Path, addr: &str) -> anyhow::Result<ExitCode> {
+    carte::server::http::bind::parse(addr)?;
+    runtime()?.block_on(async {
+        let resolved = carte::server::http::bind::resolve(addr).await?;
+        let listener = match resolved.addrs.first() {
+            Some(first) => tokio::net::TcpListener::bind(first).await.with_context(|| format!("--http {addr}"))?,
+            None => anyhow::bail!("--http {addr}: the name resolves to no address"),
+        };
+        let local = listener.local_addr()?;
+        let page = carte::preview::Preview::standalone(path).await;
+        tokio::spawn(std::sync::Arc::clone(&page).follow());
+        let host = if local.ip().is_loopback() || local.ip().is_unspecified() {
+            format!("localhost:{}", local.port())
+        } else {
+            local.to_string()
+        };
+        // The address on stdout (scripts and tests read it), the rest in the log.
+        println!("http://{host}/");
+        tracing::info!("previewing {} at http://{host}/ (Ctrl-C to stop)", path.display());
+        axum::serve(listener, page.router()).with_graceful_shutdown(shutdown_signal()).await?;
+        Ok(ExitCode::SUCCESS)
+    })
 }
 
 /// `carte test`: runs each catalog's examples, prints a verdict per

@@ -73,6 +73,7 @@ pub struct ExpectSpec {
 /// One string or a list of them.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(untagged)]
+#[schemars(title = "text or texts")]
 pub enum Texts {
     /// One.
     One(String),

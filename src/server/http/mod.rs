@@ -86,6 +86,9 @@ pub struct HttpOptions {
     pub header_timeout: Duration,
     /// Largest request body, in bytes.
     pub max_body_bytes: usize,
+    /// More pages to serve under `/preview/` (the author's page: see
+    /// `carte::preview`), behind the same `Host`/`Origin` checks.
+    pub preview: Option<Router>,
 }
 
 impl HttpOptions {
@@ -102,6 +105,7 @@ impl HttpOptions {
             max_connections: DEFAULT_MAX_CONNECTIONS,
             header_timeout: DEFAULT_HEADER_TIMEOUT,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            preview: None,
         }
     }
 }
@@ -300,9 +304,13 @@ fn router(
         .layer(cors)
         .layer(axum::middleware::from_fn(allow_param_headers))
         .route("/readyz", get(readyz))
-        .route("/metrics", get(metrics))
-        .layer(axum::middleware::from_fn_with_state(state.clone(), check_access))
-        .route("/healthz", get(healthz));
+        .route("/metrics", get(metrics));
+    let router = match &options.preview {
+        Some(preview) => router.nest_service("/preview", preview.clone()),
+        None => router,
+    };
+    let router =
+        router.layer(axum::middleware::from_fn_with_state(state.clone(), check_access)).route("/healthz", get(healthz));
     // Open to anyone, like `/healthz`: what a client needs to get a token.
     let router = if verifier.is_some() {
         router
