@@ -234,11 +234,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             for pair in &args {
                 pairs.push(split_pair(pair)?);
             }
-            if let Some(schema) = &schema {
+            if let Some(declared) = snapshot.catalog.tool(&tool) {
                 check_argument_names(
                     &format!("tool `{tool}`"),
                     pairs.iter().map(|(key, _)| *key),
-                    &tool_arguments(schema),
+                    &tool_arguments(declared),
                 )?;
             }
             for (key, value) in pairs {

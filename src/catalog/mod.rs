@@ -142,6 +142,22 @@ pub struct Schema {
 }
 
 impl Tool {
+    /// Whether its arguments are only those its `inputSchema` lists: it
+    /// lists `properties` and does not open `additionalProperties`. A call
+    /// (by a client or `carte call`) with another is refused, naming it.
+    pub fn closed_arguments(&self) -> bool {
+        let schema = self.wire.get("inputSchema");
+        let listed = schema.and_then(|s| s.get("properties")).is_some_and(Value::is_object);
+        let opened = schema.and_then(|s| s.get("additionalProperties")).is_some_and(|more| more != &Value::Bool(false));
+        listed && !opened
+    }
+
+    /// The arguments its `inputSchema` lists, in order.
+    pub fn argument_names(&self) -> Vec<&str> {
+        let properties = self.wire.get("inputSchema").and_then(|s| s.get("properties")).and_then(Value::as_object);
+        properties.into_iter().flatten().map(|(name, _)| name.as_str()).collect()
+    }
+
     /// The compiled `inputSchema`.
     pub fn input_validator(&self) -> Result<&jsonschema::Validator, &str> {
         compiled(&self.input, self.wire.get("inputSchema"))

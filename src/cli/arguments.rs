@@ -50,19 +50,14 @@ impl Arguments {
 }
 
 /// A tool's arguments, from its `inputSchema`: `properties` and `required`;
-/// open when `additionalProperties` is `true` or a schema.
-pub(crate) fn tool_arguments(schema: &Value) -> Arguments {
+/// open unless the tool closes them (as the server decides:
+/// [`carte::catalog::Tool::closed_arguments`]).
+pub(crate) fn tool_arguments(tool: &carte::catalog::Tool) -> Arguments {
+    let schema = tool.wire.get("inputSchema").cloned().unwrap_or(Value::Null);
     let required: Vec<&str> =
         schema.get("required").and_then(Value::as_array).into_iter().flatten().filter_map(Value::as_str).collect();
-    let names = schema
-        .get("properties")
-        .and_then(Value::as_object)
-        .into_iter()
-        .flatten()
-        .map(|(name, _)| (name.clone(), required.contains(&name.as_str())))
-        .collect();
-    let open = schema.get("additionalProperties").is_some_and(|extra| extra != &Value::Bool(false));
-    Arguments { names, open, noun: "argument" }
+    let names = tool.argument_names().into_iter().map(|name| (name.to_owned(), required.contains(&name))).collect();
+    Arguments { names, open: !tool.closed_arguments(), noun: "argument" }
 }
 
 /// A usage error for the first name that `known` does not declare, with

@@ -63,7 +63,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ),
     ("examples", &["catalog", "diag", "effect", "render", "run", "server"]),
     ("reload", &["catalog", "diag", "examples", "metrics", "server", "sync", "telemetry"]),
-    ("preview", &["catalog", "diag", "examples", "reload", "run", "server", "sync"]),
+    ("preview", &["catalog", "diag", "examples", "reload", "run", "secret", "server", "sync"]),
 ];
 
 /// One token of Rust source: an identifier, a number, `::`, or one

@@ -494,3 +494,20 @@ fn a_port_in_use_is_the_only_error_said() {
     assert!(stderr.contains(&format!("cannot listen on {addr}")), "{stderr}");
     assert!(!stderr.contains("ERROR") && !stderr.contains("reload"), "{stderr}");
 }
+
+#[test]
+fn a_prompt_argument_outside_its_values_is_the_callers_mistake_and_named() {
+    let dir = common::TempDir::new("prompt-outside");
+    let catalog = dir.write(
+        "c.yaml",
+        "data:\n  rooms: { Focus: { rate_cents: 2500 } }\nprompts:\n  - name: plan\n    description: Plans.\n    arguments: [ { name: room, required: true, complete: [Focus] } ]\n    messages:\n      - role: user\n        text: \"Plan {{ room }} at {{ data.rooms[room].rate_cents }} cents\"\n",
+    );
+    let mut server = common::Server::initialized(&catalog, &[]);
+    let error = server.error("prompts/get", serde_json::json!({"name": "plan", "arguments": {"room": "Attic"}}));
+    assert_eq!(error["code"], -32602, "{error}");
+    let message = error["message"].as_str().unwrap();
+    assert!(message.contains("argument `room` = `Attic`, which is not one of its values (Focus)"), "{message}");
+    assert!(message.contains("`data.rooms[...]` is undefined"), "{message}");
+    let fine = server.result("prompts/get", serde_json::json!({"name": "plan", "arguments": {"room": "Focus"}}));
+    assert_eq!(fine["messages"][0]["content"]["text"], "Plan Focus at 2500 cents");
+}

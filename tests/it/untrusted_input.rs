@@ -9,7 +9,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{Server, TempDir};
+use common::{Server, TempDir, text};
 use serde_json::{Value, json};
 
 /// A template whose three `{+…}` expressions made the old matcher try every
@@ -129,4 +129,20 @@ fn links_out_of_the_templates_folder_are_not_read() {
     assert_eq!(code, Some(1), "{stdout}");
     assert_eq!(stdout.matches("\"unknown-template\"").count(), 2, "{stdout}");
     assert!(!stdout.contains("SECRET-CONTENTS"), "{stdout}");
+}
+
+#[test]
+fn an_argument_the_tool_does_not_declare_is_refused_by_the_server_as_by_carte_call() {
+    let dir = TempDir::new("undeclared-argument");
+    let catalog = "tools:\n  - name: quote\n    description: Quotes.\n    inputSchema: { type: object, properties: { room: { type: string } } }\n    run: { text: \"{{ room }}\" }\n  - name: open\n    description: Takes anything.\n    inputSchema: { type: object, properties: { room: { type: string } }, additionalProperties: true }\n    run: { text: \"{{ arguments | length }}\" }\n";
+    let path = dir.write("catalog.yaml", catalog);
+    let mut server = Server::initialized(&path, &[]);
+    let refused = server.result("tools/call", json!({"name": "quote", "arguments": {"rom": "Focus"}}));
+    assert_eq!(refused["isError"], json!(true), "{refused}");
+    assert_eq!(text(&refused), "tool `quote` has no argument `rom` (did you mean `room`?); its arguments: room");
+    let open = server.result("tools/call", json!({"name": "open", "arguments": {"room": "a", "extra": 1}}));
+    assert_eq!(text(&open), "2");
+    let (code, _, stderr) = common::run_cli("call", &path, &["quote", "rom=Focus"], &[]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("`rom`") && stderr.contains("room"), "{stderr}");
 }

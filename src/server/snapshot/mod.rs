@@ -283,18 +283,31 @@ impl Snapshot {
         let Some(prompt) = self.catalog.prompt(name) else {
             return Err(ErrorData::invalid_params(format!("unknown prompt `{name}`"), Some(json!({ "name": name }))));
         };
+        let arguments = arguments.unwrap_or_default();
+        // A value outside an argument's `complete:` list is the likeliest
+        // reason a template failed: the caller's mistake (-32602), named.
+        let outside = prompt.arguments.iter().find_map(|argument| {
+            let given = arguments.get(&argument.name)?.as_str()?;
+            (!argument.complete.is_empty() && !argument.complete.iter().any(|value| value == given))
+                .then(|| (argument.name.clone(), given.to_owned(), argument.complete.join(", ")))
+        });
         let prompt_error = |err| match err {
             PromptError::MissingArgument(argument) => ErrorData::invalid_params(
                 format!("prompt `{name}` needs argument `{argument}`"),
                 Some(json!({ "argument": argument })),
             ),
-            PromptError::Block(err) => {
-                ErrorData::internal_error(format!("prompt `{name}` failed to render: {err}"), None)
-            }
+            PromptError::Block(err) => match &outside {
+                Some((argument, given, values)) => ErrorData::invalid_params(
+                    format!(
+                        "prompt `{name}` failed to render with argument `{argument}` = `{given}`, which is not one of its values ({values}): {err}"
+                    ),
+                    Some(json!({ "argument": argument })),
+                ),
+                None => ErrorData::internal_error(format!("prompt `{name}` failed to render: {err}"), None),
+            },
         };
         let mut context =
-            crate::prompt::context(&self.catalog, prompt, &arguments.unwrap_or_default(), client.caller())
-                .map_err(prompt_error)?;
+            crate::prompt::context(&self.catalog, prompt, &arguments, client.caller()).map_err(prompt_error)?;
         if !prompt.steps.is_empty() {
             let what = format!("prompt `{name}`");
             let owner = run::steps::Owner { catalog: &self.catalog, what: &what };
