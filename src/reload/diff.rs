@@ -49,7 +49,13 @@ pub fn compare(old: &Snapshot, new: &Snapshot, subscribed: &BTreeSet<String>) ->
     if !toolsets.is_empty() {
         parts.push(format!("toolsets ~{}", toolsets.iter().map(String::as_str).collect::<Vec<_>>().join(" ~")));
     }
-    let updated: BTreeSet<String> = subscribed.iter().filter(|uri| read(old, uri) != read(new, uri)).cloned().collect();
+    // A resource that reads a database in the new catalog is read again for
+    // real after the swap (`server::live`); here, what changed without one.
+    let updated: BTreeSet<String> = subscribed
+        .iter()
+        .filter(|uri| crate::resource::database_of(new_catalog, uri).is_none() && read(old, uri) != read(new, uri))
+        .cloned()
+        .collect();
     if old_catalog.server != new_catalog.server {
         parts.push("server info (clients see it when they next connect)".to_owned());
     }

@@ -173,13 +173,7 @@ pub async fn run(
         if let Some(watch) = &mut watch {
             watch.follow(&watched);
         }
-        let swapped = matches!(outcome, Outcome::Valid { .. });
-        apply(&shared, outcome);
-        if swapped {
-            // Subscribed resources that read a database: read with the new catalog, announced if changed.
-            let shared = Arc::clone(&shared);
-            tokio::spawn(async move { crate::server::live::refresh(&shared, None).await });
-        }
+        apply(&shared, outcome).await;
     }
 }
 
@@ -375,9 +369,12 @@ async fn apply_setup(root: &Path, outcome: Outcome) -> Outcome {
 }
 
 /// Swaps in a valid catalog and announces it, or reports an invalid one.
-fn apply(shared: &Shared, outcome: Outcome) {
+/// What changed is announced once: the lists, and the subscribed resources
+/// whose contents differ — those that read a database read again with the
+/// new catalog first.
+async fn apply(shared: &Shared, outcome: Outcome) {
     match outcome {
-        Outcome::Valid { next, diff, warnings } => {
+        Outcome::Valid { next, mut diff, warnings } => {
             let generation = next.generation;
             let fingerprint = next.fingerprint.clone();
             shared.record_reload(None);
@@ -388,6 +385,9 @@ fn apply(shared: &Shared, outcome: Outcome) {
             let previous = shared.replace(Arc::new(*next));
             // Freeing a large catalog takes a while: not on the thread that answers requests.
             tokio::task::spawn_blocking(move || drop(previous));
+            crate::server::live::heard(shared, &diff.changes.updated);
+            let live = crate::server::live::reread_subscribed(shared, None).await;
+            diff.changes.updated.extend(live);
             let updated: Vec<&str> = diff.changes.updated.iter().map(String::as_str).collect();
             tracing::info!("reloaded (generation {generation}): {}", diff.summary_for(&updated));
             // Each session's report names only the resources it subscribed to.

@@ -95,9 +95,21 @@ pub fn reread(shared: &Arc<Shared>, database: &str) {
 }
 
 /// Reads again every subscribed resource that reads `database` (`None`:
-/// any database, after a reload) and announces those whose contents changed
-/// since they were last read.
+/// any database) and announces those whose contents changed since they
+/// were last read.
 pub async fn refresh(shared: &Shared, database: Option<&str>) {
+    let updated = reread_subscribed(shared, database).await;
+    if !updated.is_empty() {
+        tracing::debug!("live resources changed: {updated:?}");
+        shared.hub.announce(&Changes { updated, ..Changes::default() }, None);
+    }
+}
+
+/// Reads again every subscribed resource of the current catalog that reads
+/// `database` (`None`: any), records what its subscribers will know, and
+/// returns those whose contents changed since they were last read (a
+/// reload announces them with the rest of its changes, once).
+pub async fn reread_subscribed(shared: &Shared, database: Option<&str>) -> BTreeSet<String> {
     let snapshot = shared.snapshot();
     let subscribed = shared.hub.subscribed_uris();
     let catalog = Arc::clone(&snapshot.catalog);
@@ -121,7 +133,7 @@ pub async fn refresh(shared: &Shared, database: Option<&str>) {
         Ok(live) => live,
         Err(err) => {
             tracing::warn!("live resources were not read again: {err}");
-            return;
+            return BTreeSet::new();
         }
     };
     // A few at once: one's render overlaps the next one's statement (a
@@ -140,9 +152,17 @@ pub async fn refresh(shared: &Shared, database: Option<&str>) {
             updated.insert(uri);
         }
     }
-    if !updated.is_empty() {
-        tracing::debug!("live resources changed: {updated:?}");
-        shared.hub.announce(&Changes { updated, ..Changes::default() }, None);
+    updated
+}
+
+/// Records what the subscribers of `uris` (announced as updated by a
+/// reload: removed, added, or changed without reading a database) know of
+/// them now, so that the next read of one after a write is compared with
+/// that.
+pub fn heard(shared: &Shared, uris: &BTreeSet<String>) {
+    let snapshot = shared.snapshot();
+    for uri in uris {
+        shared.hub.record(uri, fingerprint(&snapshot.read_resource_json(uri)));
     }
 }
 

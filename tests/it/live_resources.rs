@@ -292,3 +292,36 @@ fn params_are_computed_by_templates_and_bound_as_values() {
     assert_eq!(rows, json!([{"kind": "integer", "next": 4, "label": "n=3", "quoted": hostile}]));
     assert_eq!(read(&mut server, "shop://orders"), "[]", "the table is still there");
 }
+
+#[test]
+fn a_reload_announces_a_live_resource_once_and_its_report_says_so() {
+    let (_dir, path) = catalog();
+    let mut server = Server::initialized(&path, &[]);
+    server.result("logging/setLevel", json!({"level": "debug"}));
+    call(&mut server, "order", json!({"item": "tea", "customer": "Ada"}));
+    server.result("resources/subscribe", json!({"uri": "shop://orders"}));
+
+    // What it reads changes: one notification, and the report names it.
+    std::fs::write(&path, CATALOG.replace("SELECT id, item, customer FROM orders", "SELECT item FROM orders")).unwrap();
+    let (before, report) = server.wait_good_reload();
+    let updated: Vec<&Value> = before.iter().filter(|n| n["method"] == UPDATED).collect();
+    assert_eq!(updated.len(), 1, "{before:?}");
+    let message = report["params"]["data"]["message"].as_str().unwrap();
+    assert_eq!(message, "catalog reloaded: updated shop://orders", "{report}");
+
+    // Removed: its subscribers hear it changed (it is gone).
+    let without = CATALOG.replace(
+        "  - uri: shop://orders\n    name: orders\n    description: Every order\n    sql: { database: shop, statement: \"SELECT id, item, customer FROM orders ORDER BY id\" }\n",
+        "",
+    );
+    assert_ne!(without, CATALOG);
+    std::fs::write(&path, &without).unwrap();
+    let (before, _) = server.wait_good_reload();
+    assert_eq!(before.iter().filter(|n| n["method"] == UPDATED).count(), 1, "{before:?}");
+    // A write while it is gone, then it comes back: one notification, not two.
+    call(&mut server, "order", json!({"item": "jam", "customer": "Bo"}));
+    std::fs::write(&path, CATALOG).unwrap();
+    let (before, report) = server.wait_good_reload();
+    assert_eq!(before.iter().filter(|n| n["method"] == UPDATED).count(), 1, "{before:?}");
+    assert!(report["params"]["data"]["message"].as_str().unwrap().contains("updated shop://orders"), "{report}");
+}
