@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
 use crate::catalog::model::LogLevel;
@@ -402,15 +402,23 @@ async fn apply(shared: &Shared, outcome: Outcome) {
             shared.hub.announce(&diff.changes, Some(&report));
         }
         Outcome::Invalid { diagnostics } => {
-            let generation = shared.snapshot().generation;
+            let served = shared.snapshot();
+            let generation = served.generation;
             let text = diag::render_human(&diagnostics);
             shared.record_reload(Some(text.clone()));
             metrics::reload(metrics::Reload::Rejected);
             tracing::error!("the catalog has errors; still serving generation {generation}\n{}", text.trim_end());
+            // The same shape as an accepted reload's report, with the diagnostics.
+            let diagnostics: Value = serde_json::from_str(&diag::render_json(&diagnostics)).unwrap_or_default();
             shared.hub.log(
                 LogLevel::Error,
                 LOGGER,
-                json!(format!("the catalog has errors; still serving generation {generation}\n{text}")),
+                json!({
+                    "message": format!("the catalog has errors; still serving generation {generation}\n{text}"),
+                    "generation": generation,
+                    "fingerprint": served.fingerprint,
+                    "diagnostics": diagnostics,
+                }),
             );
         }
     }

@@ -173,7 +173,7 @@ fn serve_with_examples_refuses_a_reload_whose_examples_fail() {
     let (before, report) = server.wait_reload();
     assert!(common::methods(&before).is_empty(), "a refused catalog announced {before:?}");
     assert_eq!(report["params"]["level"], "error", "{report}");
-    let message = report["params"]["data"].as_str().unwrap();
+    let message = report["params"]["data"]["message"].as_str().unwrap();
     assert!(message.contains("example failed: tool `greet`: example 1"), "{message}");
     assert!(message.contains("expected: Hello") && message.contains("got:      Goodbye"), "{message}");
     assert!(message.contains("catalog.yaml:5:19"), "{message}");

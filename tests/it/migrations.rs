@@ -48,7 +48,7 @@ fn a_column_added_while_serving_reaches_the_existing_rows_once() {
     std::fs::write(&path, v2("ALTER TABLE orders ADD COLUMN phone INTEGER")).unwrap();
     let (_, report) = server.wait_reload();
     assert_eq!(report["params"]["level"], "error", "{report}");
-    let message = report["params"]["data"].as_str().unwrap();
+    let message = report["params"]["data"]["message"].as_str().unwrap();
     assert!(message.contains("migration `001-phone` was already applied to database `shop`"), "{message}");
     assert!(message.contains("catalog.yaml:7:14"), "{message}");
     assert_eq!(text(&server.result("tools/call", json!({"name": "phones"}))), "pen=;");

@@ -144,7 +144,7 @@ fn invalid_edits_keep_the_old_catalog_and_a_fix_recovers() {
         let (before, report) = server.wait_reload();
         assert!(methods(&before).is_empty(), "an invalid catalog announced {before:?}");
         assert_eq!(report["params"]["level"], "error", "{report}");
-        let message = report["params"]["data"].as_str().unwrap();
+        let message = report["params"]["data"]["message"].as_str().unwrap();
         assert!(message.contains("still serving generation 1"), "{message}");
         assert!(message.contains(expected), "expected `{expected}` in: {message}");
         assert!(message.contains("catalog.yaml:"), "diagnostics carry file:line:column: {message}");
@@ -348,7 +348,7 @@ fn an_emptied_catalog_file_keeps_the_old_catalog() {
     let (before, report) = server.wait_reload();
     assert!(methods(&before).is_empty(), "an empty file announced {before:?}");
     assert_eq!(report["params"]["level"], "error", "{report}");
-    let message = report["params"]["data"].as_str().unwrap();
+    let message = report["params"]["data"]["message"].as_str().unwrap();
     assert!(message.contains("is empty") && message.contains("still serving generation 1"), "{message}");
     assert_eq!(text(&server.result("tools/call", json!({"name": "a"}))), "a ran");
     std::fs::write(&path, tools_catalog(&["b"])).unwrap();
@@ -414,11 +414,31 @@ fn a_save_that_declares_nothing_keeps_the_old_catalog() {
         let (before, report) = server.wait_reload();
         assert!(methods(&before).is_empty(), "{what}: announced {before:?}");
         assert_eq!(report["params"]["level"], "error", "{what}: {report}");
-        let message = report["params"]["data"].as_str().unwrap();
+        let message = report["params"]["data"]["message"].as_str().unwrap();
         assert!(message.contains("declares nothing") && message.contains("still serving generation 1"), "{message}");
         assert_eq!(text(&server.result("tools/call", json!({"name": "a"}))), "a ran", "{what}");
     }
     std::fs::write(&path, tools_catalog(&["b"])).unwrap();
     server.wait_good_reload();
     assert_eq!(tool_names(&mut server), ["b"]);
+}
+
+#[test]
+fn accepted_and_refused_reload_reports_have_one_shape() {
+    let dir = TempDir::new("reload-shape");
+    let path = dir.write("catalog.yaml", &tools_catalog(&["a"]));
+    let mut server = serve(&path);
+    std::fs::write(&path, tools_catalog(&["a"]).replace("run:", "rn:")).unwrap();
+    let (_, refused) = server.wait_reload();
+    std::fs::write(&path, tools_catalog(&["a", "b"])).unwrap();
+    let (_, accepted) = server.wait_good_reload();
+    for (report, generation) in [(&refused, 1), (&accepted, 2)] {
+        let data = &report["params"]["data"];
+        assert!(data["message"].is_string(), "{report}");
+        assert_eq!(data["generation"], generation, "{report}");
+        assert!(data["fingerprint"].is_string(), "{report}");
+    }
+    let diagnostic = &refused["params"]["data"]["diagnostics"][0];
+    assert_eq!(diagnostic["severity"], "error", "{refused}");
+    assert!(diagnostic["location"]["line"].as_u64().unwrap() > 0, "{refused}");
 }

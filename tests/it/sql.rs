@@ -168,7 +168,7 @@ fn a_reload_rejected_before_or_while_applying_changes_no_database() {
     std::fs::write(&path, shop_with("", GOOD_COUNT, unique)).unwrap();
     let (_, report) = server.wait_reload();
     assert_eq!(report["params"]["level"], "error", "{report}");
-    let message = report["params"]["data"].as_str().unwrap_or_default();
+    let message = report["params"]["data"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("UNIQUE constraint failed"), "{report}");
     assert_eq!(data(&dir), before, "the failed setup was rolled back");
     let booked = server.result("tools/call", json!({"name": "book", "arguments": {"room": "Focus"}}));
