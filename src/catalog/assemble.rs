@@ -164,7 +164,10 @@ pub fn assemble(
         let checked = check_file(&parsed);
         diagnostics.extend(checked.problems);
         declares |= checked.declares;
-        let ParsedFile { value, positions, .. } = parsed;
+        let ParsedFile { value, mut positions, .. } = parsed;
+        for (read, written) in checked.renamed {
+            positions.rename(read, written);
+        }
         let include_is_string = value.get("include").is_some_and(Value::is_string);
         drop(value);
         assembled.files.push(positions);

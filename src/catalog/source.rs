@@ -48,6 +48,10 @@ pub struct Positions {
     /// catalog has a quarter of a million nodes. (Two pointers sharing a
     /// 64-bit hash would only misplace a diagnostic.)
     nodes: HashMap<u64, NodePosition>,
+    /// Keys read as another (a misspelled `sqll:` read as `sql:`): the
+    /// pointer as read, and as written. A pointer under one is found where
+    /// it is written.
+    renamed: Vec<(String, String)>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -71,7 +75,7 @@ fn narrow(n: usize) -> u32 {
 impl Positions {
     /// Positions of a file that could not be parsed: everything points at its start.
     pub fn empty(file: &Path) -> Positions {
-        Positions { file: file.to_path_buf(), nodes: HashMap::new() }
+        Positions { file: file.to_path_buf(), ..Positions::default() }
     }
 
     /// The location of the value at `pointer`, or of its nearest ancestor that
@@ -86,7 +90,18 @@ impl Positions {
         self.find(pointer, true)
     }
 
+    /// Remembers that the key written at `written` is read at `read` (see
+    /// `structure`'s salvage of unknown keys).
+    pub fn rename(&mut self, read: String, written: String) {
+        self.renamed.push((read, written));
+    }
+
     fn find(&self, pointer: &str, prefer_key: bool) -> Location {
+        let written = self.renamed.iter().find_map(|(read, written)| {
+            let rest = pointer.strip_prefix(read.as_str())?;
+            (rest.is_empty() || rest.starts_with('/')).then(|| format!("{written}{rest}"))
+        });
+        let pointer = written.as_deref().unwrap_or(pointer);
         let mut current = pointer;
         loop {
             if let Some(node) = self.nodes.get(&pointer_key(current)) {

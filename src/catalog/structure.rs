@@ -71,6 +71,9 @@ pub struct Checked {
     /// Whether the file declares a tool, prompt, resource or resource template
     /// (read or left out), or was refused whole: false means it declares nothing.
     pub declares: bool,
+    /// Unknown keys read as the key their hint names: the pointer as read,
+    /// and as written (see [`crate::catalog::source::Positions::rename`]).
+    pub renamed: Vec<(String, String)>,
 }
 
 /// The declarations of one file, each list entry with its index in the file.
@@ -163,10 +166,10 @@ pub fn check_file(parsed: &ParsedFile) -> Checked {
     // needed to explain a file the model refuses.
     let read = <CatalogFile as serde::Deserialize>::deserialize(&parsed.value);
     if let Ok(file) = read {
-        return Checked { entries: Entries::of(file), problems: Vec::new(), declares };
+        return Checked { entries: Entries::of(file), problems: Vec::new(), declares, renamed: Vec::new() };
     }
     if let Some(problem) = not_a_catalog(&parsed.value, &parsed.positions) {
-        return Checked { entries: Entries::default(), problems: vec![problem], declares: true };
+        return Checked { entries: Entries::default(), problems: vec![problem], declares: true, renamed: Vec::new() };
     }
     let compiled = &*COMPILED;
     let mut findings = Findings::default();
@@ -177,13 +180,26 @@ pub fn check_file(parsed: &ParsedFile) -> Checked {
     }
     if findings.problems.is_empty() {
         let problem = match <CatalogFile as serde::Deserialize>::deserialize(&parsed.value) {
-            Ok(file) => return Checked { entries: Entries::of(file), problems: Vec::new(), declares },
+            Ok(file) => {
+                return Checked { entries: Entries::of(file), problems: Vec::new(), declares, renamed: Vec::new() };
+            }
             Err(err) => Diagnostic::error("invalid-catalog", parsed.positions.locate(""), err.to_string()),
         };
-        return Checked { entries: Entries::default(), problems: vec![problem], declares: true };
+        return Checked { entries: Entries::default(), problems: vec![problem], declares: true, renamed: Vec::new() };
     }
     let (entries, declares_when_read) = salvage(&parsed.value, &findings);
-    Checked { entries, problems: findings.problems, declares: declares || declares_when_read }
+    let renamed = findings
+        .unknown
+        .iter()
+        .filter_map(|(parent, key, to)| {
+            let to = to.as_ref()?;
+            // Salvage reads it as `to` only where no `to` is written beside it.
+            let taken = parsed.value.pointer(parent).and_then(Value::as_object).is_some_and(|map| map.contains_key(to));
+            (!taken).then_some(())?;
+            Some((format!("{parent}/{}", escape_pointer(to)), format!("{parent}/{}", escape_pointer(key))))
+        })
+        .collect();
+    Checked { entries, problems: findings.problems, declares: declares || declares_when_read, renamed }
 }
 
 /// Whether a file lists any tool, prompt, resource or resource template,
