@@ -125,7 +125,10 @@ pub fn render_human(diagnostics: &[Diagnostic]) -> String {
             let _ = writeln!(out, "{} | {}", loc.line, text);
             let pad: String =
                 text.chars().take(loc.column.saturating_sub(1)).map(|c| if c == '\t' { '\t' } else { ' ' }).collect();
-            let _ = writeln!(out, "{:gutter$} | {pad}{}", "", "^".repeat(loc.width.max(1)));
+            // What it points at may run on past this line (a folded statement): the
+            // underline stops at the line's end.
+            let left = text.chars().count().saturating_sub(loc.column.saturating_sub(1));
+            let _ = writeln!(out, "{:gutter$} | {pad}{}", "", "^".repeat(loc.width.min(left).max(1)));
         }
         for note in &diagnostic.notes {
             let _ = writeln!(
@@ -359,6 +362,17 @@ mod tests {
         assert!(text.contains("  |     ^^^^^^^^^^"), "{text}");
         assert!(text.contains("= hint: did you mean `description`?"), "{text}");
         assert!(text.contains("1 error, 0 warnings"), "{text}");
+    }
+
+    #[test]
+    fn an_underline_stops_at_the_end_of_its_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("c.yaml");
+        std::fs::write(&file, "statement: >-\n  INSERT INTO orders (item)\n  VALUES ('a')\n").unwrap();
+        // A folded statement of 38 characters, from line 2 column 3.
+        let loc = Location { file: file.clone(), line: 2, column: 3, width: 38 };
+        let text = render_human(&[Diagnostic::error("sql-read-only", loc, "statement writes")]);
+        assert!(text.contains(&format!("  | {}{}\n", " ".repeat(2), "^".repeat(25))), "{text}");
     }
 
     #[test]
