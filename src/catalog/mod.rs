@@ -152,6 +152,16 @@ impl Tool {
         listed && !opened
     }
 
+    /// The first of `given` it does not take, if its arguments are closed
+    /// (see [`Tool::closed_arguments`]); allocates nothing.
+    pub fn undeclared_argument<'a>(&self, mut given: impl Iterator<Item = &'a str>) -> Option<&'a str> {
+        if !self.closed_arguments() {
+            return None;
+        }
+        let properties = self.wire.get("inputSchema")?.get("properties")?.as_object()?;
+        given.find(|name| !properties.contains_key(*name))
+    }
+
     /// The arguments its `inputSchema` lists, in order.
     pub fn argument_names(&self) -> Vec<&str> {
         let properties = self.wire.get("inputSchema").and_then(|s| s.get("properties")).and_then(Value::as_object);

@@ -167,18 +167,16 @@ fn redact_error(mut outcome: ToolOutcome) -> ToolOutcome {
 
 /// The arguments, if they satisfy `inputSchema`; else what the error result says.
 fn check_arguments(tool: &Tool, arguments: Map<String, Value>) -> Result<Map<String, Value>, String> {
-    if tool.closed_arguments() {
+    if let Some(unknown) = tool.undeclared_argument(arguments.keys().map(String::as_str)) {
         let names = tool.argument_names();
-        if let Some(unknown) = arguments.keys().find(|key| !names.contains(&key.as_str())) {
-            let close = crate::diag::did_you_mean(unknown, names.iter().copied())
-                .map(|close| format!(" (did you mean `{close}`?)"))
-                .unwrap_or_default();
-            let listed = match names.is_empty() {
-                true => "it takes none".to_owned(),
-                false => format!("its arguments: {}", names.join(", ")),
-            };
-            return Err(format!("tool `{}` has no argument `{unknown}`{close}; {listed}", tool.name));
-        }
+        let close = crate::diag::did_you_mean(unknown, names.iter().copied())
+            .map(|close| format!(" (did you mean `{close}`?)"))
+            .unwrap_or_default();
+        let listed = match names.is_empty() {
+            true => "it takes none".to_owned(),
+            false => format!("its arguments: {}", names.join(", ")),
+        };
+        return Err(format!("tool `{}` has no argument `{unknown}`{close}; {listed}", tool.name));
     }
     let arguments = Value::Object(arguments);
     let input = tool

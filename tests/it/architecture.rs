@@ -62,7 +62,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
         ],
     ),
     ("examples", &["catalog", "diag", "effect", "render", "run", "server"]),
-    ("reload", &["catalog", "diag", "examples", "metrics", "server", "sync", "telemetry"]),
+    ("reload", &["catalog", "diag", "examples", "metrics", "resource", "server", "sync", "telemetry"]),
     ("preview", &["catalog", "diag", "examples", "reload", "run", "secret", "server", "sync"]),
 ];
 
