@@ -107,7 +107,7 @@ fn main() {
         let result = runtime.block_on(snapshot.call_tool_json(
             "get_quote",
             Some(arguments.clone()),
-            &carte::run::steps::NoClient,
+            &carte::run::steps::NoClient::default(),
         ));
         std::hint::black_box(serde_json::to_vec(&result.expect("get_quote answers")).expect("serializes"));
     });

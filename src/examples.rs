@@ -11,14 +11,12 @@
 
 use std::sync::Arc;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use crate::catalog::Catalog;
 use crate::catalog::examples::{Answer, Example, Miss, Subject};
 use crate::diag::{Diagnostic, Location};
-use crate::effect::http::StatedAnswer;
-use crate::render;
-use crate::run::steps::{self, ClientFuture, NoClient, Question, Unanswered};
+use crate::run::steps::NoClient;
 use crate::server::{Snapshot, View};
 
 /// How one example went.
@@ -168,7 +166,8 @@ async fn prepare(catalog: &Catalog, example: &Example) -> Result<(), String> {
 
 /// The answer `example`'s call gets, as its expectations read it.
 async fn ask(snapshot: &Arc<Snapshot>, example: &Example) -> Answer {
-    let client = ExampleClient { stated: example.upstream.clone() };
+    // Nobody to ask, logs kept quiet, the api's answer stated.
+    let client = NoClient { quiet: true, stated: example.upstream.clone() };
     let arguments = Some(example.arguments.clone());
     let answered = match &example.subject {
         Subject::Tool(name) => View::all(Arc::clone(snapshot)).call_tool_json(name, arguments, &client).await,
@@ -198,50 +197,6 @@ fn answer_of(result: &Value) -> Answer {
     let json = result.get("structuredContent").cloned().or_else(|| serde_json::from_str(&text).ok());
     let is_error = result.get("isError").and_then(Value::as_bool).unwrap_or(false);
     Answer { text, json, is_error }
-}
-
-/// The client of an example: nobody to ask (like `carte call`), logs kept
-/// quiet, and the api's answer stated.
-struct ExampleClient {
-    stated: Option<Arc<StatedAnswer>>,
-}
-
-impl steps::Client for ExampleClient {
-    fn log(&self, _level: crate::catalog::model::LogLevel, _logger: &str, _data: Value) -> ClientFuture<'_, ()> {
-        Box::pin(std::future::ready(()))
-    }
-
-    fn progress(&self, _progress: f64, _total: Option<f64>, _message: Option<String>) -> ClientFuture<'_, ()> {
-        Box::pin(std::future::ready(()))
-    }
-
-    fn ask(&self, questions: Vec<Question>) -> ClientFuture<'_, Result<Map<String, Value>, Unanswered>> {
-        NoClient.ask(questions)
-    }
-
-    fn can_answer(&self, _method: &str) -> bool {
-        false
-    }
-
-    fn cancelled(&self) -> bool {
-        false
-    }
-
-    fn until_cancelled(&self) -> ClientFuture<'_, ()> {
-        Box::pin(std::future::pending())
-    }
-
-    fn caller(&self) -> Option<&Map<String, Value>> {
-        None
-    }
-
-    fn render_caller(&self) -> render::Caller {
-        render::Caller::new("carte test")
-    }
-
-    fn stated_answer(&self) -> Option<&StatedAnswer> {
-        self.stated.as_deref()
-    }
 }
 
 #[cfg(test)]

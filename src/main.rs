@@ -244,7 +244,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             for (key, value) in pairs {
                 arguments.insert(key.to_owned(), typed_argument(schema.as_ref(), key, value));
             }
-            let client = carte::run::steps::NoClient;
+            let client = carte::run::steps::NoClient::default();
             let view = View::all(std::sync::Arc::new(snapshot));
             let result = runtime()?.block_on(view.call_tool_json(&tool, Some(arguments), &client));
             let failed = matches!(&result, Ok(result) if result.get("isError") == Some(&Value::Bool(true)));
@@ -274,7 +274,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(print_answer(runtime()?.block_on(snapshot.get_prompt_json(
                 &name,
                 Some(arguments),
-                &carte::run::steps::NoClient,
+                &carte::run::steps::NoClient::default(),
             ))))
         }
         Command::Complete { catalog, reference, argument, prefix } => {

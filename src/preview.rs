@@ -308,13 +308,13 @@ async fn call(State(preview): State<Arc<Preview>>, headers: HeaderMap, text: Str
     let (request, snapshot) = call_of(&preview, &headers, &text)?;
     let (name, arguments) = parts(&request, "name");
     let view = View::all(snapshot);
-    Ok(answered(view.call_tool_json(&name, arguments, &crate::run::steps::NoClient).await))
+    Ok(answered(view.call_tool_json(&name, arguments, &crate::run::steps::NoClient::default()).await))
 }
 
 async fn prompt(State(preview): State<Arc<Preview>>, headers: HeaderMap, text: String) -> Result<Response, Refused> {
     let (request, snapshot) = call_of(&preview, &headers, &text)?;
     let (name, arguments) = parts(&request, "name");
-    Ok(answered(snapshot.get_prompt_json(&name, arguments, &crate::run::steps::NoClient).await))
+    Ok(answered(snapshot.get_prompt_json(&name, arguments, &crate::run::steps::NoClient::default()).await))
 }
 
 async fn read(State(preview): State<Arc<Preview>>, headers: HeaderMap, text: String) -> Result<Response, Refused> {

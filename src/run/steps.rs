@@ -175,13 +175,23 @@ pub fn needed<'s>(steps: &'s [Step], resume: &Resume) -> Vec<&'s Input> {
         .collect()
 }
 
-/// A client that is not there (e.g. `carte call`): logs go to stderr,
-/// nothing can be asked (optional input steps are skipped).
-pub struct NoClient;
+/// A client that is not there (`carte call`, an example): logs go to
+/// stderr (or nowhere, `quiet`), nothing can be asked (optional input steps
+/// are skipped), and an `http` effect takes the `stated` answer if there is
+/// one (an example's `upstream`).
+#[derive(Default)]
+pub struct NoClient {
+    /// Logs go nowhere (examples), not to stderr.
+    pub quiet: bool,
+    /// The answer an `http` effect takes instead of asking its api.
+    pub stated: Option<std::sync::Arc<crate::effect::http::StatedAnswer>>,
+}
 
 impl Client for NoClient {
     fn log(&self, level: LogLevel, logger: &str, data: Value) -> ClientFuture<'_, ()> {
-        eprintln!("[{level:?}] {logger}: {data}");
+        if !self.quiet {
+            eprintln!("[{level:?}] {logger}: {data}");
+        }
         Box::pin(std::future::ready(()))
     }
 
@@ -216,6 +226,10 @@ impl Client for NoClient {
 
     fn render_caller(&self) -> render::Caller {
         render::Caller::new("carte")
+    }
+
+    fn stated_answer(&self) -> Option<&crate::effect::http::StatedAnswer> {
+        self.stated.as_deref()
     }
 }
 

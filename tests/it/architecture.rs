@@ -61,7 +61,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "uri_template",
         ],
     ),
-    ("examples", &["catalog", "diag", "effect", "render", "run", "server"]),
+    ("examples", &["catalog", "diag", "run", "server"]),
     ("reload", &["catalog", "diag", "examples", "metrics", "resource", "server", "sync", "telemetry"]),
     ("preview", &["catalog", "diag", "examples", "reload", "run", "secret", "server", "sync"]),
 ];

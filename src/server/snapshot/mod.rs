@@ -411,7 +411,7 @@ impl Snapshot {
     /// `resources/read` as JSON, running the statement of a resource that
     /// reads a database (as `carte read` and live resources read).
     pub async fn read_resource_live_json(&self, uri: &str) -> Answer {
-        self.read_resource_with(uri, &run::steps::NoClient).await
+        self.read_resource_with(uri, &run::steps::NoClient::default()).await
     }
 
     /// `resources/read` as JSON on behalf of `client` (as an example reads).
