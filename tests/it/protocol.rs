@@ -313,3 +313,22 @@ fn a_2026_request_before_initialize_leaves_a_later_legacy_session_working() {
     let status = server.finish();
     assert!(status.success(), "{status:?}");
 }
+
+#[test]
+fn a_list_result_reaches_older_clients_as_structured_content_too() {
+    let dir = TempDir::new("legacy-structured");
+    let catalog = dir.write(
+        "c.yaml",
+        "tools:\n  - name: rooms\n    description: Lists rooms.\n    run: { json: true, text: '[\"Focus\", \"Studio\"]' }\n",
+    );
+    // 2025-11-25: an object, as that version requires.
+    let mut legacy = Server::initialized(&catalog, &[]);
+    let result = legacy.result("tools/call", json!({"name": "rooms"}));
+    assert_eq!(result["structuredContent"], json!({"result": ["Focus", "Studio"]}), "{result}");
+    // 2026-07-28: the value itself, as `carte call` shows it.
+    let mut modern = Server::start(&catalog, &[]);
+    let result = modern.result("tools/call", json!({"name": "rooms", "_meta": meta_2026(json!({}))}));
+    assert_eq!(result["structuredContent"], json!(["Focus", "Studio"]), "{result}");
+    let (_, called, _) = common::run_cli("call", &catalog, &["rooms"], &[]);
+    assert_eq!(called["structuredContent"], json!(["Focus", "Studio"]), "{called}");
+}

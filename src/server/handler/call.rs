@@ -146,12 +146,15 @@ impl Handler {
             }
         }
         let called = snapshot.call_tool(&request.name, request.arguments.clone(), &client, resume).await?;
-        let (result, changed) = match called {
+        let (mut result, changed) = match called {
             Asked::Done(done) => done,
             Asked::Input(asked) => return Ok(self.input_required(&binding, asked)?.into()),
         };
         if let Some(database) = changed {
             crate::server::live::changed(&self.shared, &database);
+        }
+        if !super::modern(context) {
+            wrap_for_legacy(&mut result);
         }
         if result.is_error == Some(true) {
             let text = result.content.iter().find_map(|c| c.as_text().map(|t| t.text.clone())).unwrap_or_default();
@@ -163,5 +166,15 @@ impl Handler {
                 .await;
         }
         Ok(result.into())
+    }
+}
+
+/// Before 2026-07-28, `structuredContent` must be an object: a result whose
+/// value is a list, a string or a number (`json: true` with a list) reaches
+/// such a client as `{"result": value}`, as FastMCP does, instead of not at
+/// all (rmcp would drop it).
+fn wrap_for_legacy(result: &mut rmcp::model::CallToolResult) {
+    if let Some(value) = result.structured_content.take_if(|value| !value.is_object()) {
+        result.structured_content = Some(json!({ "result": value }));
     }
 }

@@ -164,7 +164,7 @@ fn check_scopes(context: &RequestContext<RoleServer>, tool: &crate::catalog::Too
 }
 
 /// Whether the request came from a 2026-07-28 (stateless) client.
-fn modern(context: &RequestContext<RoleServer>) -> bool {
+pub(super) fn modern(context: &RequestContext<RoleServer>) -> bool {
     context.protocol_version().is_some_and(|v| !v.has_initialize())
 }
 
