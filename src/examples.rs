@@ -95,6 +95,57 @@ impl Verdict {
     }
 }
 
+/// What `carte test` prints of a run: each verdict, the catalogs that
+/// could not run, and the count.
+pub struct Report<'a> {
+    /// Every example's verdict, in order.
+    pub verdicts: &'a [Verdict],
+    /// The catalogs that did not load (their diagnostics say why).
+    pub not_run: &'a [String],
+    /// The `--filter` text, if any.
+    pub filter: Option<&'a str>,
+}
+
+impl Report<'_> {
+    fn passed(&self) -> usize {
+        self.verdicts.iter().filter(|v| v.passed()).count()
+    }
+
+    /// For a person: `PASS`/`FAIL` lines, then `N examples: P passed, F failed`.
+    pub fn human(&self) -> String {
+        let mut out = String::new();
+        for path in self.not_run {
+            out.push_str(&format!("{path}: not valid, so its examples did not run (see above)\n"));
+        }
+        for verdict in self.verdicts {
+            out.push_str(&verdict.to_human());
+        }
+        let (total, passed) = (self.verdicts.len(), self.passed());
+        let what = if total == 1 { "example" } else { "examples" };
+        out.push_str(&format!("{total} {what}: {passed} passed, {} failed\n", total - passed));
+        if total == 0 && self.not_run.is_empty() {
+            out.push_str(match self.filter {
+                Some(_) => "no example's name contains the --filter text\n",
+                None => "add `examples:` to a tool, prompt or resource to pin what it answers\n",
+            });
+        }
+        out
+    }
+
+    /// For a program (`--format json`), with the catalogs' `diagnostics`.
+    pub fn json(&self, diagnostics: &[Diagnostic]) -> Value {
+        let passed = self.passed();
+        let diagnostics: Vec<Value> = diagnostics.iter().map(|d| serde_json::to_value(d).unwrap_or_default()).collect();
+        json!({
+            "examples": self.verdicts.iter().map(Verdict::to_json).collect::<Vec<Value>>(),
+            "passed": passed,
+            "failed": self.verdicts.len() - passed,
+            "notRun": self.not_run,
+            "diagnostics": diagnostics,
+        })
+    }
+}
+
 /// `label` then `value`, its later lines lined up under the first.
 fn indented(label: &str, value: &str) -> String {
     let pad = " ".repeat(4 + label.len());
@@ -140,6 +191,28 @@ pub async fn run(catalog: Catalog, filter: Option<&str>) -> Vec<Verdict> {
         verdicts.push(verdict);
     }
     verdicts
+}
+
+/// Loads the catalog at `root` afresh (on the blocking pool: its databases
+/// are its own, never those of a catalog being served) and runs its
+/// examples; the catalog's diagnostics if it does not load.
+pub async fn run_at(root: &std::path::Path) -> Result<Vec<Verdict>, Vec<Diagnostic>> {
+    let path = root.to_path_buf();
+    let loaded = match tokio::task::spawn_blocking(move || crate::catalog::load(&path)).await {
+        Ok(loaded) => loaded,
+        Err(err) => {
+            let location = Location::file_start(root);
+            return Err(vec![Diagnostic::error(
+                "example-failed",
+                location,
+                format!("loading for the examples failed: {err}"),
+            )]);
+        }
+    };
+    match loaded.catalog {
+        Some(catalog) => Ok(run(catalog, None).await),
+        None => Err(loaded.diagnostics),
+    }
 }
 
 /// Fresh scratch databases for `example`, with `setup` applied and its rows

@@ -440,42 +440,17 @@ fn test(paths: &[PathBuf], format: Format, filter: Option<&str>) -> anyhow::Resu
             }
         }
     }
-    let passed = verdicts.iter().filter(|v| v.passed()).count();
-    let failed = verdicts.len() - passed;
+    let report = carte::examples::Report { verdicts: &verdicts, not_run: &not_run, filter };
     match format {
         Format::Human => {
             eprint!("{}", diag::render_human(&diagnostics));
-            let mut out = String::new();
-            for path in &not_run {
-                out.push_str(&format!("{path}: not valid, so its examples did not run (see above)\n"));
-            }
-            for verdict in &verdicts {
-                out.push_str(&verdict.to_human());
-            }
-            let what = if verdicts.len() == 1 { "example" } else { "examples" };
-            out.push_str(&format!("{} {what}: {passed} passed, {failed} failed\n", verdicts.len()));
-            if verdicts.is_empty() && !invalid {
-                out.push_str(match filter {
-                    Some(_) => "no example's name contains the --filter text\n",
-                    None => "add `examples:` to a tool, prompt or resource to pin what it answers\n",
-                });
-            }
-            let _ = std::io::Write::write_all(&mut std::io::stdout(), carte::secret::redact(&out).as_bytes());
+            let _ =
+                std::io::Write::write_all(&mut std::io::stdout(), carte::secret::redact(&report.human()).as_bytes());
         }
-        Format::Json => {
-            let examples: Vec<Value> = verdicts.iter().map(carte::examples::Verdict::to_json).collect();
-            let diagnostics: Vec<Value> =
-                diagnostics.iter().map(|d| serde_json::to_value(d).unwrap_or_default()).collect();
-            print_json(&serde_json::json!({
-                "examples": examples,
-                "passed": passed,
-                "failed": failed,
-                "notRun": not_run,
-                "diagnostics": diagnostics,
-            }));
-        }
+        Format::Json => print_json(&report.json(&diagnostics)),
     }
-    Ok(match (unreadable, invalid || failed > 0) {
+    let failed = verdicts.iter().any(|v| !v.passed());
+    Ok(match (unreadable, invalid || failed) {
         (true, _) => ExitCode::from(2),
         (false, true) => ExitCode::from(1),
         (false, false) => ExitCode::SUCCESS,

@@ -52,6 +52,8 @@ struct Seen {
     generation: u64,
     diagnostics: Vec<Diagnostic>,
     verdicts: Vec<Verdict>,
+    /// The files it read (what to watch).
+    inputs: catalog::Inputs,
 }
 
 /// The page's state: the catalog it watches and what it last saw.
@@ -91,27 +93,24 @@ impl Preview {
                 return;
             }
         };
+        let mut inputs = lock(&self.seen).inputs.clone();
         loop {
-            let inputs = self.inputs().await;
             watch.follow(&inputs);
             if !crate::reload::next_change(&mut changes, Duration::from_millis(50)).await {
                 return;
             }
-            self.check().await;
+            inputs = self.check().await;
         }
     }
 
-    /// The files the catalog reads (what to watch).
-    async fn inputs(&self) -> catalog::Inputs {
-        let root = self.root.clone();
-        tokio::task::spawn_blocking(move || catalog::load(&root).inputs).await.unwrap_or_default()
-    }
-
     /// Checks the catalog: its diagnostics, its examples (on scratch
-    /// databases), and for `carte preview` the menu to serve.
-    async fn check(&self) {
+    /// databases: a catalog of their own), and for `carte preview` the menu
+    /// to serve. Returns the files it read (what to watch).
+    async fn check(&self) -> catalog::Inputs {
         let root = self.root.clone();
-        let Ok(loaded) = tokio::task::spawn_blocking(move || catalog::load(&root)).await else { return };
+        let Ok(loaded) = tokio::task::spawn_blocking(move || catalog::load(&root)).await else {
+            return lock(&self.seen).inputs.clone();
+        };
         let mut diagnostics = loaded.diagnostics;
         if let (Menu::Own(slot), Some(catalog)) = (&self.menu, loaded.catalog) {
             let applied = tokio::task::spawn_blocking(move || catalog.apply_setup().map(|()| catalog)).await;
@@ -121,23 +120,20 @@ impl Preview {
                 Err(_) => {}
             }
         }
-        let verdicts = if crate::diag::has_errors(&diagnostics) {
-            Vec::new()
-        } else {
-            let root = self.root.clone();
-            match tokio::task::spawn_blocking(move || catalog::load(&root).catalog).await {
-                Ok(Some(catalog)) => crate::examples::run(catalog, None).await,
-                _ => Vec::new(),
-            }
+        let verdicts = match crate::diag::has_errors(&diagnostics) {
+            true => Vec::new(),
+            false => crate::examples::run_at(&self.root).await.unwrap_or_default(),
         };
         let generation = {
             let mut seen = lock(&self.seen);
             seen.generation += 1;
             seen.diagnostics = diagnostics;
             seen.verdicts = verdicts;
+            seen.inputs = loaded.inputs.clone();
             seen.generation
         };
         self.checked.send_replace(generation);
+        loaded.inputs
     }
 
     /// The menu being shown, if the catalog ever loaded.

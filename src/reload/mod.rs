@@ -328,21 +328,10 @@ async fn run_examples(root: &Path, outcome: Outcome) -> Outcome {
 /// (loaded afresh, its examples run on scratch databases; see
 /// [`crate::examples`]); the catalog's own errors if it no longer loads.
 pub async fn examples_failing(root: &Path) -> Vec<diag::Diagnostic> {
-    let path = root.to_path_buf();
-    let loaded = match tokio::task::spawn_blocking(move || catalog::load(&path)).await {
-        Ok(loaded) => loaded,
-        Err(err) => {
-            let location = diag::Location::file_start(root);
-            return vec![diag::Diagnostic::error(
-                "example-failed",
-                location,
-                format!("running the examples failed: {err}"),
-            )];
-        }
-    };
-    let Some(catalog) = loaded.catalog else { return loaded.diagnostics };
-    let verdicts = crate::examples::run(catalog, None).await;
-    verdicts.iter().filter(|verdict| !verdict.passed()).map(crate::examples::Verdict::diagnostic).collect()
+    match crate::examples::run_at(root).await {
+        Ok(verdicts) => verdicts.iter().filter(|v| !v.passed()).map(crate::examples::Verdict::diagnostic).collect(),
+        Err(diagnostics) => diagnostics,
+    }
 }
 
 /// Applies a valid catalog's database `setup` (on the blocking pool), just

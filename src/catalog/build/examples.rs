@@ -185,8 +185,8 @@ impl Builder<'_> {
         match host.against {
             Against::Tool(tool) => {
                 self.no_uri(host, at, spec);
-                let schema = tool.wire.get("inputSchema").cloned().unwrap_or(Value::Null);
-                if let Ok(validator) = jsonschema::validator_for(&schema) {
+                // The validator calls use, compiled once (now, for a tool with examples).
+                if let Ok(validator) = tool.input_validator() {
                     let instance = Value::Object(arguments.clone());
                     let errors: Vec<(String, String)> = validator
                         .iter_errors(&instance)

@@ -41,7 +41,9 @@ use super::named::{Translated, translate};
 use super::pg_values::{Cell, encode};
 
 mod probe;
+mod rehearsal;
 pub use probe::Probe;
+use rehearsal::{Rehearsal, prepare_rehearsal};
 
 /// How long connecting may take when the URL says nothing (`connect_timeout=`).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -166,16 +168,6 @@ pub struct Database {
     /// Under `carte test`: what each transaction runs first; every
     /// transaction is then rolled back, never committed.
     rehearsal: Mutex<Option<Rehearsal>>,
-}
-
-/// What a rehearsed transaction runs before its statement (see
-/// [`Database::rehearse`]).
-#[derive(Debug, Clone, Default)]
-struct Rehearsal {
-    /// The database's `setup`.
-    setup: Vec<String>,
-    /// Inserts of an example's rows, each with its values.
-    rows: Vec<(String, Map<String, Value>)>,
 }
 
 impl std::fmt::Debug for Database {
@@ -386,26 +378,6 @@ impl Database {
             }
         }
     }
-}
-
-/// Begins a rehearsed transaction: `BEGIN`, the database's `setup`, then
-/// the example's inserts; an error says which failed.
-async fn prepare_rehearsal(client: &deadpool_postgres::ClientWrapper, rehearsal: &Rehearsal) -> Result<(), String> {
-    client.batch_execute("BEGIN").await.map_err(|err| reason(&err))?;
-    for statement in &rehearsal.setup {
-        client.batch_execute(statement).await.map_err(|err| format!("setup failed: {}", reason(&err)))?;
-    }
-    for (statement, values) in &rehearsal.rows {
-        let translated = translate(statement)?;
-        let prepared = client.prepare(&translated.sql).await.map_err(|err| format!("{statement}: {}", reason(&err)))?;
-        let mut params = Vec::with_capacity(translated.params.len());
-        for (name, ty) in translated.params.iter().zip(prepared.params()) {
-            params.push(encode(name, values.get(name), ty)?);
-        }
-        let refs: Vec<&(dyn ToSql + Sync)> = params.iter().map(|p| p as &(dyn ToSql + Sync)).collect();
-        client.execute(&prepared, &refs).await.map_err(|err| format!("{statement}: {}", reason(&err)))?;
-    }
-    Ok(())
 }
 
 /// How running a statement failed.
