@@ -13,8 +13,11 @@
 //! - [`metrics`]: the Prometheus registry `/metrics` serves;
 //! - [`run`], [`prompt`], [`resource`], [`content`]: what tools, prompts and
 //!   resources produce from a catalog snapshot, in carte's own types;
-//! - [`task_store`]: where tasks are kept (in this process; `server` adds the
+//! - [`live`]: reading subscribed resources again after a write, and comparing;
+//! - [`task_store`]: where tasks are kept (in this process; [`replicas`] adds the
 //!   PostgreSQL store replicas share), bounded per owner and in total;
+//! - [`replicas`]: several replicas on one PostgreSQL database (`serve --state`):
+//!   the shared tasks, and the events they tell each other;
 //! - [`server`]: the only module that speaks MCP (rmcp): the handler, lists,
 //!   the stdio transport, and the hub of connected sessions that
 //!   notifications fan out to; what the CLI and reload get from it is JSON or
@@ -31,7 +34,7 @@
 //! Modules depend one way too: `secret` and `uri_template` use nothing;
 //! `diag` uses `secret`; `render` uses `diag`; `catalog` uses those; `resource`, `content`,
 //! `prompt` and `run` use `catalog` and `render` (`content` uses `resource`,
-//! `prompt` and `run` use `content`); `task_store` uses `run`; `server` uses all of them; `examples`
+//! `prompt` and `run` use `content`); `task_store` uses `run`; `live` uses `resource`; `replicas` uses `task_store`; `server` uses all of them; `examples`
 //! uses `server`; `reload` uses `examples` and `server`;
 //! `preview` uses `reload` and those below it. `tests/it/architecture.rs` checks this, and that only
 //! `server` names rmcp.
@@ -43,11 +46,13 @@ pub mod diag;
 pub mod duration;
 pub mod effect;
 pub mod examples;
+pub mod live;
 pub mod metrics;
 pub mod preview;
 pub mod prompt;
 pub mod reload;
 pub mod render;
+pub mod replicas;
 pub mod resource;
 pub mod run;
 pub mod secret;

@@ -187,7 +187,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 }
             };
             let replicas = match (state, &http) {
-                (Some(url), Some(http)) => match carte::server::replicas::Replicas::new(&url, http.session_idle) {
+                (Some(url), Some(http)) => match carte::replicas::Replicas::new(&url, http.session_idle) {
                     Ok(replicas) => Some(std::sync::Arc::new(replicas)),
                     Err(reason) => anyhow::bail!("--state: {reason}"),
                 },
@@ -331,7 +331,7 @@ fn serve(
     path: &Path,
     options: reload::Options,
     (http, toolset, preview): (Option<HttpOptions>, Option<String>, bool),
-    (state_keys, replicas): (Option<StateKeys>, Option<std::sync::Arc<carte::server::replicas::Replicas>>),
+    (state_keys, replicas): (Option<StateKeys>, Option<std::sync::Arc<carte::replicas::Replicas>>),
 ) -> anyhow::Result<ExitCode> {
     let Some(snapshot) = load_or_report(path) else { return Ok(ExitCode::from(1)) };
     if let Some(name) = &toolset

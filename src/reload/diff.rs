@@ -50,7 +50,7 @@ pub fn compare(old: &Snapshot, new: &Snapshot, subscribed: &BTreeSet<String>) ->
         parts.push(format!("toolsets ~{}", toolsets.iter().map(String::as_str).collect::<Vec<_>>().join(" ~")));
     }
     // A resource that reads a database in the new catalog is read again for
-    // real after the swap (`server::live`); here, what changed without one.
+    // real after the swap (`crate::live`); here, what changed without one.
     let updated: BTreeSet<String> = subscribed
         .iter()
         .filter(|uri| crate::resource::database_of(new_catalog, uri).is_none() && read(old, uri) != read(new, uri))

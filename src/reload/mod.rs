@@ -374,8 +374,8 @@ async fn apply(shared: &Shared, outcome: Outcome) {
             let previous = shared.replace(Arc::new(*next));
             // Freeing a large catalog takes a while: not on the thread that answers requests.
             tokio::task::spawn_blocking(move || drop(previous));
-            crate::server::live::heard(shared, &diff.changes.updated);
-            let live = crate::server::live::reread_subscribed(shared, None).await;
+            crate::live::heard(shared, &diff.changes.updated);
+            let live = crate::live::reread_subscribed(shared, None).await;
             diff.changes.updated.extend(live);
             let updated: Vec<&str> = diff.changes.updated.iter().map(String::as_str).collect();
             tracing::info!("reloaded (generation {generation}): {}", diff.summary_for(&updated));

@@ -3,14 +3,13 @@
 //! - [`snapshot`]: a catalog in MCP's terms, and the operations answering requests;
 //! - [`handler`]: the rmcp `ServerHandler` of one session;
 //! - [`hub`]: the connected sessions, for notifications;
-//! - [`live`]: reading subscribed resources again after a tool's write;
+//! - [`subscriptions`]: the hub and snapshots as [`crate::live`] reads them;
 //! - [`stdio`]: the line transport on stdin/stdout;
 //! - [`http`]: Streamable HTTP for many clients, with health endpoints;
 //! - [`in_flight`]: counting calls and replies in flight, for shutdown;
 //! - [`jsonrpc`]: what to answer a message rmcp cannot read, on every transport;
 //! - [`request_state`]: the signed `requestState` of 2026-07-28 input-required results.
 //! - [`tasks`]: tools that run as tasks (the tasks extension);
-//! - [`replicas`]: several replicas on one PostgreSQL database (`--state`).
 //! - [`trace`]: the OpenTelemetry span of each request.
 //!
 //! [`Shared`] holds the current snapshot; every request takes it once and
@@ -22,12 +21,11 @@ pub mod http;
 pub mod hub;
 pub mod in_flight;
 pub mod jsonrpc;
-pub mod live;
 pub mod logs;
-pub mod replicas;
 pub mod request_state;
 pub mod snapshot;
 pub mod stdio;
+mod subscriptions;
 pub mod tasks;
 pub mod trace;
 
@@ -48,13 +46,13 @@ pub struct Shared {
     /// Tool calls running now (shutdown lets them finish).
     pub calls: Arc<in_flight::InFlight>,
     /// Live resources being read again after a write.
-    pub live: live::Live,
+    pub live: crate::live::Live,
     /// Signs and opens the `requestState` of input-required results.
     pub state_keys: request_state::StateKeys,
     /// Tools running as tasks, and the tasks kept.
     pub tasks: tasks::Tasks,
     /// The state shared with other replicas (`--state`), if any.
-    pub replicas: Option<Arc<replicas::Replicas>>,
+    pub replicas: Option<Arc<crate::replicas::Replicas>>,
 }
 
 /// How the last reload went, for `/readyz`.
@@ -79,16 +77,17 @@ impl Shared {
 
     /// Starts with `snapshot`, signing request states with `state_keys`;
     /// with `replicas`, tasks are kept in their database and writes and task
-    /// changes are told to the other replicas (see [`replicas`]).
+    /// changes are told to the other replicas (see [`crate::replicas`]).
     pub fn replicated(
         snapshot: Snapshot,
         state_keys: request_state::StateKeys,
-        replicas: Option<Arc<replicas::Replicas>>,
+        replicas: Option<Arc<crate::replicas::Replicas>>,
     ) -> Arc<Shared> {
         let tasks = match &replicas {
-            Some(replicas) => {
-                tasks::Tasks::shared(Arc::new(replicas::PgTaskStore::new(Arc::clone(replicas))), Arc::clone(replicas))
-            }
+            Some(replicas) => tasks::Tasks::shared(
+                Arc::new(crate::replicas::PgTaskStore::new(Arc::clone(replicas))),
+                Arc::clone(replicas),
+            ),
             None => tasks::Tasks::default(),
         };
         Arc::new(Shared {
@@ -96,7 +95,7 @@ impl Shared {
             hub: hub::Hub::default(),
             reloads: Mutex::default(),
             calls: Arc::default(),
-            live: live::Live::default(),
+            live: crate::live::Live::default(),
             state_keys,
             tasks,
             replicas,

@@ -31,10 +31,10 @@ use tokio::task::AbortHandle;
 
 use super::Shared;
 use super::capabilities::has_capability;
-use super::replicas::Replicas;
 use super::snapshot::Asked;
 use crate::catalog::model::LogLevel;
 use crate::catalog::{Catalog, Tool};
+use crate::replicas::Replicas;
 use crate::run::steps::{self, Client, ClientFuture, Question, Resume, Unanswered};
 use crate::run::{self, Halted, ToolOutcome};
 
@@ -172,7 +172,7 @@ impl Tasks {
     /// Tells the other replicas, if any, when task `id` does not run here.
     fn tell_others(&self, id: &str, cancelled: bool, ran_here: bool) {
         if let (Some(replicas), false) = (&self.replicas, ran_here) {
-            replicas.publish(super::replicas::Event::Task { id: id.to_owned(), cancelled });
+            replicas.publish(crate::replicas::Event::Task { id: id.to_owned(), cancelled });
         }
     }
 
@@ -266,7 +266,7 @@ impl Tasks {
                 }
                 Ok(Ok(Ok(mut outcome))) => {
                     if let Some(database) = outcome.changed.take() {
-                        super::live::changed(&shared, &database);
+                        shared.wrote(&database);
                     }
                     match serde_json::to_value(super::snapshot::tool_result(outcome)) {
                         Ok(result) => State::Completed { result },

@@ -43,6 +43,8 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("prompt", &["catalog", "content", "render"]),
     ("run", &["catalog", "content", "diag", "duration", "effect", "metrics", "render", "secret"]),
     ("task_store", &["run", "sync"]),
+    ("live", &["catalog", "render", "resource", "sync"]),
+    ("replicas", &["duration", "effect", "sync", "task_store"]),
     (
         "server",
         &[
@@ -50,9 +52,11 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "content",
             "duration",
             "effect",
+            "live",
             "metrics",
             "prompt",
             "render",
+            "replicas",
             "resource",
             "run",
             "sync",
@@ -62,7 +66,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
         ],
     ),
     ("examples", &["catalog", "diag", "run", "server"]),
-    ("reload", &["catalog", "diag", "examples", "metrics", "resource", "server", "sync", "telemetry"]),
+    ("reload", &["catalog", "diag", "examples", "live", "metrics", "resource", "server", "sync", "telemetry"]),
     ("preview", &["catalog", "diag", "examples", "reload", "run", "secret", "server", "sync"]),
 ];
 

@@ -151,7 +151,7 @@ impl Handler {
             Asked::Input(asked) => return Ok(self.input_required(&binding, asked)?.into()),
         };
         if let Some(database) = changed {
-            crate::server::live::changed(&self.shared, &database);
+            self.shared.wrote(&database);
         }
         if !super::modern(context) {
             wrap_for_legacy(&mut result);

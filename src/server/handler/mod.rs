@@ -374,7 +374,7 @@ impl ServerHandler for Handler {
                 SubscribeError::NotJoined => ErrorData::invalid_request(err.to_string(), None),
             })?;
             // What the subscriber starts from, for a resource that reads a database.
-            super::live::subscribed(&self.shared, [request.uri]).await;
+            crate::live::subscribed(&*self.shared, [request.uri]).await;
             Ok(())
         })
         .await
@@ -444,7 +444,7 @@ impl ServerHandler for Handler {
             self.shared.hub.listen(context.sink().clone(), accepted.clone(), self.session.toolset.clone());
         // What the stream starts from, for the resources it names that read a database.
         let shared = Arc::clone(&self.shared);
-        tokio::spawn(async move { super::live::subscribed(&shared, accepted).await });
+        tokio::spawn(async move { crate::live::subscribed(&*shared, accepted).await });
         tokio::select! {
             () = context.cancelled() => {}
             () = self.input_closed.cancelled() => {}

@@ -10,6 +10,7 @@
 //! - [`oauth`]: verifying OAuth 2.1 access tokens (`--oauth-issuer`) against
 //!   the issuer's keys;
 //! - [`status`]: `/healthz`, `/readyz` and `/metrics`;
+//! - [`session_store`]: legacy sessions kept in the replicas' database (`--state`);
 //! - [`sessions`]: legacy sessions, capped, expiring when idle, one GET stream each
 //!   (with `--state`, also kept in the replicas' database and restored from there).
 //!
@@ -35,6 +36,7 @@ pub mod bind;
 pub mod guard;
 pub mod listener;
 pub mod oauth;
+pub mod session_store;
 pub mod sessions;
 mod status;
 
@@ -190,7 +192,7 @@ pub async fn serve_http(
     let replies = Arc::new(InFlight::default());
     let mut sessions = Sessions::new(options.max_sessions, options.session_idle);
     if let Some(replicas) = &shared.replicas {
-        sessions = sessions.shared_in(Arc::new(replicas.sessions()));
+        sessions = sessions.shared_in(Arc::new(session_store::PgSessions::new(Arc::clone(replicas))));
         tokio::spawn(Arc::clone(replicas).listen(shared.clone(), sessions_closed.clone()));
     }
     let sessions = Arc::new(sessions);

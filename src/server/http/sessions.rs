@@ -42,7 +42,7 @@ use rmcp::transport::streamable_http_server::session::local::{LocalSessionManage
 use rmcp::transport::streamable_http_server::{RestoreOutcome, SessionId, SessionManager};
 use tokio_util::sync::CancellationToken;
 
-use crate::server::replicas::PgSessions;
+use super::session_store::PgSessions;
 
 /// Why the session manager refused a request, for the HTTP layer to answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

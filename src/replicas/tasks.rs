@@ -1,5 +1,5 @@
 //! [`PgTaskStore`]: the tasks of every replica in the `carte_tasks` table,
-//! with [`MemoryStore`](crate::server::tasks::MemoryStore)'s semantics and
+//! with [`MemoryStore`](crate::task_store::MemoryStore)'s semantics and
 //! bounds (256 per owner, 4,096 in all; a settled task is kept one ttl).
 //!
 //! A row is the [`TaskRecord`] as JSON, with its owner and when it is
@@ -21,7 +21,10 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use super::Replicas;
-use crate::server::tasks::{State, StoreError, StoreFuture, TaskRecord, TaskStore, now_ms, refusal};
+use crate::task_store::{State, StoreError, StoreFuture, TaskRecord, TaskStore, now_ms, refusal};
+
+/// JSON-RPC's "internal error", the code of a task whose replica stopped.
+const INTERNAL_ERROR: i32 = -32603;
 
 /// The advisory lock creating a task holds ("task" in ASCII).
 const CREATE_LOCK: i64 = 0x74_61_73_6b;
@@ -54,7 +57,7 @@ const ORPHANED: &str = "(runner IS NOT NULL AND runner <> $1 AND NOT EXISTS (
 fn replica_stopped() -> State {
     State::Failed {
         error: serde_json::json!({
-            "code": rmcp::model::ErrorCode::INTERNAL_ERROR.0,
+            "code": INTERNAL_ERROR,
             "message": "its replica stopped before the task finished: the run ended with that process",
         }),
     }
@@ -212,7 +215,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::server::tasks::{MAX_TASKS_PER_OWNER, State};
+    use crate::task_store::{MAX_TASKS_PER_OWNER, State};
 
     /// A database of the test's own on `CARTE_TEST_POSTGRES`, with carte's
     /// tables; dropped by [`Scratch::drop_database`]. `None` (SKIP) without a

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use rmcp::transport::streamable_http_server::session::store::{SessionState, SessionStore, SessionStoreError};
 
-use super::Replicas;
+use crate::replicas::Replicas;
 
 /// Legacy sessions in the state database.
 pub struct PgSessions {
@@ -24,7 +24,9 @@ pub struct PgSessions {
 }
 
 impl PgSessions {
-    pub(super) fn new(replicas: Arc<Replicas>, idle: Duration) -> PgSessions {
+    /// The sessions kept in `replicas`' database.
+    pub fn new(replicas: Arc<Replicas>) -> PgSessions {
+        let idle = replicas.session_idle();
         PgSessions { replicas, idle }
     }
 
@@ -42,7 +44,7 @@ impl PgSessions {
             .execute("UPDATE carte_sessions SET last_seen = now() WHERE id = ANY($1)", &[&ids])
             .await
             .map(drop)
-            .map_err(|err| format!("could not mark sessions active: {}", super::reason(&err)))
+            .map_err(|err| format!("could not mark sessions active: {}", crate::replicas::reason(&err)))
     }
 
     /// Drops the sessions no replica saw active for the idle timeout.
@@ -54,7 +56,7 @@ impl PgSessions {
                 &[&self.idle_seconds()],
             )
             .await
-            .map_err(|err| format!("could not drop idle sessions: {}", super::reason(&err)))
+            .map_err(|err| format!("could not drop idle sessions: {}", crate::replicas::reason(&err)))
     }
 }
 
@@ -96,7 +98,7 @@ impl SessionStore for PgSessions {
         // session would live on this replica alone. Refused instead (503,
         // retryable; see `http::sessions`).
         if stored.is_err() {
-            crate::server::http::sessions::refuse(crate::server::http::sessions::Refusal::Unstored);
+            super::sessions::refuse(super::sessions::Refusal::Unstored);
         }
         stored
     }

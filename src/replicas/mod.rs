@@ -4,7 +4,8 @@
 //! - [`Replicas`] (here): the handle: a connection pool to the state
 //!   database, this process's random origin id, and whether the database
 //!   answers (for `/readyz`);
-//! - [`sessions`]: rmcp's `SessionStore` on the `carte_sessions` table, so a
+//! - the server's `PgSessions` (rmcp's `SessionStore`) keeps its sessions in
+//!   the `carte_sessions` table created here, so a
 //!   legacy session started on one replica is restored on another;
 //! - [`tasks`]: [`PgTaskStore`], the tasks on the `carte_tasks` table;
 //! - [`events`]: one `LISTEN carte_events` connection per replica, kept up
@@ -20,17 +21,15 @@
 //! so, the listener retries, and requests that need it fail with an error.
 
 pub mod events;
-pub mod sessions;
 pub mod tasks;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use deadpool_postgres::Pool;
 use tokio_postgres::Config;
 
-pub use events::Event;
-pub use sessions::PgSessions;
+pub use events::{Event, Listener};
 pub use tasks::PgTaskStore;
 
 /// The channel replicas talk on.
@@ -125,7 +124,7 @@ impl Replicas {
     }
 
     /// A pooled connection, or why there is none.
-    pub(in crate::server) async fn client(&self) -> Result<deadpool_postgres::Object, String> {
+    pub async fn client(&self) -> Result<deadpool_postgres::Object, String> {
         self.pool.get().await.map_err(|err| match err {
             deadpool_postgres::PoolError::Backend(err) => {
                 format!("the state database does not answer: {}", reason(&err))
@@ -158,15 +157,15 @@ impl Replicas {
         *crate::sync::lock(&self.down) = reason;
     }
 
-    /// The sessions of the replicas.
-    pub fn sessions(self: &Arc<Self>) -> PgSessions {
-        PgSessions::new(Arc::clone(self), self.session_idle)
+    /// How long a session shared between the replicas lives without activity.
+    pub fn session_idle(&self) -> Duration {
+        self.session_idle
     }
 }
 
 /// `err` and its causes, `a: b: c` (tokio-postgres's own message leaves the cause out:
 /// "error connecting to server").
-pub(in crate::server) fn reason(err: &dyn std::error::Error) -> String {
+pub fn reason(err: &dyn std::error::Error) -> String {
     let mut text = err.to_string();
     let mut cause = err.source();
     while let Some(next) = cause {

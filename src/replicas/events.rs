@@ -24,7 +24,6 @@ use tokio_postgres::{AsyncMessage, NoTls};
 use tokio_util::sync::CancellationToken;
 
 use super::{CHANNEL, Replicas};
-use crate::server::Shared;
 
 /// PostgreSQL refuses a `NOTIFY` payload of 8000 bytes or more.
 const MAX_PAYLOAD: usize = 7999;
@@ -34,6 +33,17 @@ pub const LISTENER_NAME: &str = "carte-listener";
 
 /// Events received and not yet handled, at most.
 const EVENTS_QUEUED: usize = 1024;
+
+/// What a replica does with what the others tell it.
+pub trait Listener: Send + Sync + 'static {
+    /// Another replica committed a write on `database`.
+    fn changed(self: &Arc<Self>, database: &str);
+    /// Another replica cancelled or answered task `id`.
+    fn task(&self, id: &str, cancelled: bool);
+    /// The connection came back: what the others said meanwhile was not
+    /// heard (every database counts as changed, running tasks are checked).
+    fn missed(self: &Arc<Self>) -> impl Future<Output = ()> + Send;
+}
 
 /// An event on [`CHANNEL`](super::CHANNEL).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -140,7 +150,7 @@ impl Replicas {
 
     /// Keeps a `LISTEN` connection until `stop`, creating the tables on each
     /// connect, and hands the other replicas' events to `shared`.
-    pub async fn listen(self: Arc<Self>, shared: Arc<Shared>, stop: CancellationToken) {
+    pub async fn listen(self: Arc<Self>, shared: Arc<impl Listener>, stop: CancellationToken) {
         let mut backoff = Backoff::new();
         let mut connected_before = false;
         loop {
@@ -161,7 +171,7 @@ impl Replicas {
 
     /// One connection: connect, create the tables, `LISTEN`, then hand
     /// events on until it drops; why it ended.
-    async fn listen_once(&self, shared: &Arc<Shared>, backoff: &mut Backoff, reconnect: bool) -> String {
+    async fn listen_once(&self, shared: &Arc<impl Listener>, backoff: &mut Backoff, reconnect: bool) -> String {
         let mut config = self.config.clone();
         config.application_name(LISTENER_NAME);
         let (client, mut connection) = match config.connect(NoTls).await {
@@ -198,11 +208,7 @@ impl Replicas {
         backoff.reset();
         tracing::info!("state database {}: listening for the other replicas", self.shown);
         if reconnect {
-            // Writes while the connection was down were not heard.
-            for database in shared.snapshot().catalog.watched() {
-                crate::server::live::reread(shared, database);
-            }
-            shared.tasks.recheck().await;
+            shared.missed().await;
         }
         while let Some(payload) = received.recv().await {
             self.receive(shared, &payload);
@@ -212,7 +218,7 @@ impl Replicas {
     }
 
     /// An event another replica published (or this one: ignored).
-    fn receive(&self, shared: &Arc<Shared>, payload: &str) {
+    fn receive(&self, shared: &Arc<impl Listener>, payload: &str) {
         let envelope: Envelope = match serde_json::from_str(payload) {
             Ok(envelope) => envelope,
             Err(err) => {
@@ -225,12 +231,8 @@ impl Replicas {
         }
         tracing::debug!("event from replica {}: {:?}", envelope.origin, envelope.event);
         match envelope.event {
-            Event::Changed { database } => {
-                if shared.snapshot().catalog.watched().contains(&database.as_str()) {
-                    crate::server::live::reread(shared, &database);
-                }
-            }
-            Event::Task { id, cancelled } => shared.tasks.heard(&id, cancelled),
+            Event::Changed { database } => shared.changed(&database),
+            Event::Task { id, cancelled } => shared.task(&id, cancelled),
         }
     }
 }
