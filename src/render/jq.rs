@@ -157,6 +157,15 @@ pub struct Invalid {
     pub message: String,
     /// The bytes of the filter text at fault, when known.
     pub at: Option<Range<usize>>,
+    /// Whether it reads the server's environment (`$ENV`), which carte withholds.
+    pub reads_environment: bool,
+}
+
+impl Invalid {
+    /// A filter that does not compile, `message` saying why.
+    fn new(message: String, at: Option<Range<usize>>) -> Invalid {
+        Invalid { message, at, reads_environment: false }
+    }
 }
 
 /// Why a run gave no value. Its text is what the template's error says.
@@ -260,10 +269,7 @@ fn builtins() -> Vec<Fun<Metered>> {
 /// Compiles `text` (on the current thread: see [`on_jq_thread`]).
 fn compile_here(text: &str) -> Result<Filter, Invalid> {
     if text.len() > MAX_FILTER_BYTES {
-        return Err(Invalid {
-            message: format!("the jq filter is longer than {} KiB", MAX_FILTER_BYTES >> 10),
-            at: None,
-        });
+        return Err(Invalid::new(format!("the jq filter is longer than {} KiB", MAX_FILTER_BYTES >> 10), None));
     }
     let defs = jaq_core::defs().chain(jaq_std::defs()).chain(jaq_json::defs());
     let arena = Arena::default();
@@ -288,8 +294,8 @@ fn compile_here(text: &str) -> Result<Filter, Invalid> {
             }
         }
         match first {
-            Some((message, at)) => Invalid { message, at: offset_in(text, at) },
-            None => Invalid { message: "the jq filter does not parse".to_owned(), at: None },
+            Some((message, at)) => Invalid::new(message, offset_in(text, at)),
+            None => Invalid::new("the jq filter does not parse".to_owned(), None),
         }
     })?;
     Compiler::default().with_funs(builtins()).compile(modules).map_err(|errors| {
@@ -300,10 +306,15 @@ fn compile_here(text: &str) -> Result<Filter, Invalid> {
                     jaq_core::compile::Undefined::Filter(arity) => format!("`{name}/{arity}`"),
                     _ => format!("`{name}`"),
                 };
-                let hint = if name == "$ENV" { " (carte gives jq no environment)" } else { "" };
-                Invalid { message: format!("undefined {} {what}{hint}", undefined.as_str()), at: offset_in(text, name) }
+                let reads_environment = name == "$ENV";
+                let hint = if reads_environment { " (carte gives jq no environment)" } else { "" };
+                Invalid {
+                    message: format!("undefined {} {what}{hint}", undefined.as_str()),
+                    at: offset_in(text, name),
+                    reads_environment,
+                }
             }
-            None => Invalid { message: "the jq filter does not compile".to_owned(), at: None },
+            None => Invalid::new("the jq filter does not compile".to_owned(), None),
         }
     })
 }
@@ -368,9 +379,8 @@ fn compiled(text: &str) -> Result<Arc<Filter>, Invalid> {
     if let Some(found) = CACHE.lock().ok().and_then(|cache| cache.get(text).cloned()) {
         return Ok(found);
     }
-    let filter = on_jq_thread(|| Ok(compile_here(text)))
-        .map_err(|err| Invalid { message: err.to_string(), at: None })?
-        .map(Arc::new)?;
+    let filter =
+        on_jq_thread(|| Ok(compile_here(text))).map_err(|err| Invalid::new(err.to_string(), None))?.map(Arc::new)?;
     if let Ok(mut cache) = CACHE.lock() {
         if cache.len() >= MAX_CACHED {
             cache.clear();

@@ -329,7 +329,7 @@ impl<'d> Walker<'d> {
             self.out.jq.push(DataProblem {
                 range: at,
                 message: format!("the jq filter does not compile: {}", invalid.message),
-                hint: if invalid.message.contains("$ENV") {
+                hint: if invalid.reads_environment {
                     "jq in carte cannot read the server's environment: give the filter what it needs as its input"
                         .to_owned()
                 } else {

@@ -360,10 +360,35 @@ pub enum Probe {
 /// Why a statement does not prepare.
 #[derive(Debug, Clone)]
 pub struct Refusal {
-    /// The database's words.
+    /// What is wrong, in the database's words when it said.
     pub message: String,
     /// The byte range of the statement it points at, when it says.
     pub at: Option<Range<usize>>,
+    /// What kind of mistake it is, for the hint.
+    pub kind: RefusalKind,
+}
+
+/// What kind of mistake a [`Refusal`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefusalKind {
+    /// A positional parameter (`?`, `$1`): parameters are named after arguments.
+    Positional,
+    /// PostgreSQL cannot tell a parameter's type from where it is used.
+    UntypedParameter,
+    /// Anything else the database said (a name, the syntax).
+    Other,
+}
+
+impl Refusal {
+    /// The database refused, with `message`.
+    pub fn said(message: String) -> Refusal {
+        Refusal { message, at: None, kind: RefusalKind::Other }
+    }
+
+    /// A positional parameter was written, as `message` says.
+    pub fn positional(message: &str) -> Refusal {
+        Refusal { message: message.to_owned(), at: None, kind: RefusalKind::Positional }
+    }
 }
 
 /// A statement that prepared.
@@ -387,14 +412,10 @@ impl Probe {
     /// Prepares `statement` without running it.
     pub fn check(&self, statement: &str) -> Result<Prepared, Refusal> {
         match self {
-            Probe::Sqlite(probe) => probe
-                .check(statement)
-                .map(|params| Prepared { params, writes: probe.writes(statement) })
-                .map_err(|message| Refusal { message, at: None }),
-            Probe::Postgres(probe) => probe
-                .check(statement)
-                .map(|params| Prepared { params, writes: None })
-                .map_err(|refusal| Refusal { message: refusal.message, at: refusal.at }),
+            Probe::Sqlite(probe) => {
+                probe.check(statement).map(|params| Prepared { params, writes: probe.writes(statement) })
+            }
+            Probe::Postgres(probe) => probe.check(statement).map(|params| Prepared { params, writes: None }),
         }
     }
 

@@ -28,7 +28,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 pub use databases::{DatabaseEntry, Databases, Declared};
-use engine::{Aborted, Database, MAX_ROWS, Prepared, Probe, Refusal, Rows};
+use engine::{Aborted, Database, MAX_ROWS, Prepared, Probe, Refusal, RefusalKind, Rows};
 pub use postgres::parse_target as parse_postgres_url;
 pub use read::{Query, ReadSpec};
 
@@ -397,17 +397,19 @@ pub(crate) fn prepare<'s>(
             }
             ok.then_some((entry, prepared))
         }
-        Err(Refusal { message, at: place }) => {
-            let hint = if message.contains("positional") {
-                format!("name each parameter after {}, e.g. `WHERE id = :id`", bind.what)
-            } else if message.contains("could not determine data type of parameter") {
-                "PostgreSQL cannot tell this parameter's type from where it is used: cast it, e.g. `:name::text`"
-                    .to_owned()
-            } else {
-                misspelt_name(&message, probe).map_or_else(
+        Err(Refusal { message, at: place, kind }) => {
+            let hint = match kind {
+                RefusalKind::Positional => {
+                    format!("name each parameter after {}, e.g. `WHERE id = :id`", bind.what)
+                }
+                RefusalKind::UntypedParameter => {
+                    "PostgreSQL cannot tell this parameter's type from where it is used: cast it, e.g. `:name::text`"
+                        .to_owned()
+                }
+                RefusalKind::Other => misspelt_name(&message, probe).map_or_else(
                     || "it is checked against the database after `setup` ran; check table and column names".to_owned(),
                     |(kind, close)| format!("did you mean the {kind} `{close}`?"),
-                )
+                ),
             };
             let message = format!("statement does not prepare against database `{database}`: {message}");
             let diagnostic = match place.or_else(|| unknown_name_at(&message, statement)) {

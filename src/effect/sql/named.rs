@@ -7,6 +7,8 @@
 
 use std::ops::Range;
 
+use crate::effect::sql::engine::Refusal;
+
 /// A statement with its `:names` replaced by `$n`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Translated {
@@ -21,7 +23,7 @@ pub struct Translated {
 
 /// Translates `statement`; a positional `$1` written by hand is refused
 /// (parameters are named after the tool's arguments).
-pub fn translate(statement: &str) -> Result<Translated, String> {
+pub fn translate(statement: &str) -> Result<Translated, Refusal> {
     let bytes = statement.as_bytes();
     let mut sql = String::with_capacity(statement.len() + 8);
     let mut params: Vec<String> = Vec::new();
@@ -44,9 +46,9 @@ pub fn translate(statement: &str) -> Result<Translated, String> {
                 if let Some(end) = dollar_quote_end(bytes, at) {
                     at = end;
                 } else if bytes.get(at + 1).is_some_and(u8::is_ascii_digit) && !is_word(bytes, at) {
-                    return Err(
-                        "positional `$1` parameters are not supported; use `:name`, named after an argument".to_owned()
-                    );
+                    return Err(Refusal::positional(
+                        "positional `$1` parameters are not supported; use `:name`, named after an argument",
+                    ));
                 } else {
                     at += 1;
                 }
@@ -218,7 +220,9 @@ mod tests {
 
     #[test]
     fn positional_parameters_are_refused_but_dollar_in_words_is_not() {
-        assert!(translate("SELECT $1").unwrap_err().contains("`:name`"));
+        let refused = translate("SELECT $1").unwrap_err();
+        assert!(refused.message.contains("`:name`"));
+        assert_eq!(refused.kind, crate::effect::sql::engine::RefusalKind::Positional);
         assert_eq!(sql("SELECT a$1 FROM t").1, Vec::<String>::new());
         assert_eq!(sql("SELECT arr[1:2] FROM t").1, Vec::<String>::new());
     }

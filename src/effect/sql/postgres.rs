@@ -286,7 +286,7 @@ impl Database {
         let fail = |err| Err(Aborted::Statement(err));
         let translated = match translate(statement) {
             Ok(translated) => translated,
-            Err(message) => return fail(SqlError::Other(message)),
+            Err(refusal) => return fail(SqlError::Other(refusal.message)),
         };
         let deadline = Instant::now() + timeout;
         let rehearsal = lock(&self.rehearsal).clone();

@@ -11,7 +11,6 @@
 //! apply, so one replica applies at a time and the next one checks and
 //! applies against what it committed.
 
-use std::ops::Range;
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -19,18 +18,8 @@ use tokio_postgres::error::{ErrorPosition, SqlState};
 use tokio_postgres::{Client, Config, NoTls};
 
 use super::{Target, failure, reason};
-use crate::effect::sql::engine::SqlFailure;
+use crate::effect::sql::engine::{Refusal, RefusalKind, SqlFailure};
 use crate::effect::sql::named::translate;
-
-/// Why a statement does not prepare: PostgreSQL's message, and where in the
-/// statement it points.
-#[derive(Debug, Clone)]
-pub struct Refusal {
-    /// What PostgreSQL said, `$n` written back as `:name`.
-    pub message: String,
-    /// The byte range of the statement it points at.
-    pub at: Option<Range<usize>>,
-}
 
 /// The advisory lock key of `setup` (`carte` in ASCII).
 pub const SETUP_LOCK: i64 = 0x63_61_72_74_65;
@@ -104,8 +93,7 @@ impl Probe {
 
     /// Prepares `statement`: its `:params`, or why it does not prepare.
     pub fn check(&self, statement: &str) -> Result<Vec<String>, Refusal> {
-        self.ask(|reply| Job::Check(statement.to_owned(), reply))
-            .unwrap_or_else(|| Err(Refusal { message: self.lost(), at: None }))
+        self.ask(|reply| Job::Check(statement.to_owned(), reply)).unwrap_or_else(|| Err(Refusal::said(self.lost())))
     }
 
     /// The tables and views on the search path, and their columns.
@@ -193,7 +181,7 @@ fn serve_probe(
             }
             Job::Check(statement, reply) => {
                 let checked = within(&runtime, bound, check(&client, &statement));
-                let _ = reply.send(checked.unwrap_or_else(|_| Err(Refusal { message: late(), at: None })));
+                let _ = reply.send(checked.unwrap_or_else(|_| Err(Refusal::said(late()))));
             }
             Job::Names(reply) => {
                 let _ = reply.send(within(&runtime, bound, names(&client)).unwrap_or_default());
@@ -245,9 +233,14 @@ fn within<F: Future>(
 /// Prepares `statement` inside a savepoint (a failure would end the
 /// transaction otherwise).
 async fn check(client: &Client, statement: &str) -> Result<Vec<String>, Refusal> {
-    let translated = translate(statement).map_err(|message| Refusal { message, at: None })?;
+    let translated = translate(statement)?;
+    // What PostgreSQL said, `$n` written back as `:name`, and where it points.
     let refusal = |err: &tokio_postgres::Error| Refusal {
         message: translated.explain(&reason(err)),
+        kind: match err.code() {
+            Some(&SqlState::INDETERMINATE_DATATYPE) => RefusalKind::UntypedParameter,
+            _ => RefusalKind::Other,
+        },
         at: err.as_db_error().and_then(|db| match db.position() {
             Some(ErrorPosition::Original(position)) => {
                 translated.original_range(statement, usize::try_from(*position).ok()?)

@@ -30,7 +30,7 @@ pub(super) async fn prepare_rehearsal(
         client.batch_execute(statement).await.map_err(|err| format!("setup failed: {}", reason(&err)))?;
     }
     for (statement, values) in &rehearsal.rows {
-        let translated = translate(statement)?;
+        let translated = translate(statement).map_err(|refusal| refusal.message)?;
         let prepared = client.prepare(&translated.sql).await.map_err(|err| format!("{statement}: {}", reason(&err)))?;
         let mut params = Vec::with_capacity(translated.params.len());
         for (name, ty) in translated.params.iter().zip(prepared.params()) {

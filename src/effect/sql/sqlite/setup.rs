@@ -13,7 +13,7 @@ use rusqlite::{Connection, OpenFlags};
 
 use super::{Database, bounded, lock};
 use crate::duration::show_duration;
-use crate::effect::sql::engine::{SetupFailure, SqlCause, SqlFailure};
+use crate::effect::sql::engine::{Refusal, SetupFailure, SqlCause, SqlFailure};
 
 /// A scratch copy of a database's schema inside a transaction that is never
 /// committed, on which a catalog's `setup` runs and its statements are
@@ -58,14 +58,17 @@ impl Probe {
 
     /// Prepares `statement` without running it: the names of its `:params`,
     /// or SQLite's complaint (a wrong column or table name, a syntax error).
-    pub fn check(&self, statement: &str) -> Result<Vec<String>, String> {
-        let prepared = self.connection.prepare(statement).map_err(|err| tidy_message(&err.to_string(), statement))?;
+    pub fn check(&self, statement: &str) -> Result<Vec<String>, Refusal> {
+        let prepared = self
+            .connection
+            .prepare(statement)
+            .map_err(|err| Refusal::said(tidy_message(&err.to_string(), statement)))?;
         let mut names = Vec::new();
         for idx in 1..=prepared.parameter_count() {
             match prepared.parameter_name(idx) {
                 Some(name) if name.starts_with([':', '@', '$']) => names.push(name[1..].to_owned()),
                 Some(name) => names.push(name.to_owned()),
-                None => return Err("positional `?` parameters are not supported; use `:name`".to_owned()),
+                None => return Err(Refusal::positional("positional `?` parameters are not supported; use `:name`")),
             }
         }
         Ok(names)

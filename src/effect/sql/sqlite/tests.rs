@@ -32,7 +32,10 @@ fn runs_statements_with_named_parameters() {
     let probe = db.probe(DEFAULT_TIMEOUT).unwrap();
     assert_eq!(probe.check("INSERT INTO t (name) VALUES (:name) RETURNING id").unwrap(), vec!["name"]);
     let err = probe.check("SELECT nme FROM t").unwrap_err();
-    assert!(err.contains("no such column: nme"), "{err}");
+    assert!(err.message.contains("no such column: nme"), "{}", err.message);
+    assert_eq!(err.kind, crate::effect::sql::engine::RefusalKind::Other);
+    let positional = probe.check("SELECT name FROM t WHERE id = ?").unwrap_err();
+    assert_eq!(positional.kind, crate::effect::sql::engine::RefusalKind::Positional);
     let args: Map<String, Value> = serde_json::from_str(r#"{"name":"a"}"#).unwrap();
     let insert = "INSERT INTO t (name) VALUES (:name) RETURNING id";
     let rows = db.execute(insert, &args, DEFAULT_TIMEOUT, &Arc::default()).unwrap();
