@@ -34,6 +34,8 @@ pub struct ResourceBody {
     pub mime_type: Option<String>,
     /// Text or base64 bytes.
     pub contents: Contents,
+    /// The `_meta` the contents carry (an app's `ui`: its CSP).
+    pub meta: Option<serde_json::Value>,
 }
 
 /// Text or binary resource contents.
@@ -94,6 +96,15 @@ impl Found {
             Found::Resource(idx) => catalog.resources.get(*idx)?.read.as_ref(),
             Found::Template(idx, _) => catalog.resource_templates.get(*idx)?.read.as_ref(),
         }
+    }
+
+    /// How long clients may keep a read of it (its own `cache`, else the server's).
+    pub fn cache(&self, catalog: &Catalog) -> Option<crate::catalog::presentation::Cache> {
+        let own = match self {
+            Found::Resource(idx) => catalog.resources.get(*idx).and_then(|r| r.cache),
+            Found::Template(idx, _) => catalog.resource_templates.get(*idx).and_then(|t| t.cache),
+        };
+        own.or(catalog.server.cache)
     }
 
     /// The steps a read of it runs first.
@@ -233,7 +244,12 @@ fn render_body(
                     Contents::Blob(base64::engine::general_purpose::STANDARD.encode(bytes))
                 }
             };
-            Ok(ResourceBody { uri: uri.to_owned(), mime_type: resource.mime_type.clone(), contents })
+            Ok(ResourceBody {
+                uri: uri.to_owned(),
+                mime_type: resource.mime_type.clone(),
+                contents,
+                meta: resource.meta.clone(),
+            })
         }
         Found::Template(idx, _) => {
             let template = catalog.resource_templates.get(*idx).ok_or(ReadError::NotFound)?;
@@ -248,6 +264,7 @@ fn render_body(
                 uri: uri.to_owned(),
                 mime_type: template.mime_type.clone(),
                 contents: Contents::Text(text),
+                meta: None,
             })
         }
     }

@@ -19,6 +19,7 @@
 
 pub mod examples;
 pub mod model;
+pub mod presentation;
 pub mod reference;
 pub mod schema;
 pub mod source;
@@ -94,6 +95,10 @@ pub struct ServerInfo {
     pub website_url: Option<String>,
     /// `instructions`.
     pub instructions: Option<String>,
+    /// `serverInfo.icons`, as the wire carries them.
+    pub icons: Option<Value>,
+    /// How long clients may keep lists, discovery and reads.
+    pub cache: Option<presentation::Cache>,
 }
 
 /// A tool, ready to list and call.
@@ -394,6 +399,10 @@ pub struct Resource {
     pub read: Option<ReadEffect>,
     /// Steps taken on each read, before the body renders.
     pub steps: Vec<Step>,
+    /// How long clients may keep a read (else the server's `cache`).
+    pub cache: Option<presentation::Cache>,
+    /// The `_meta` its contents carry when read (an app's `ui`).
+    pub meta: Option<Value>,
 }
 
 /// A resource body.
@@ -428,6 +437,8 @@ pub struct ResourceTemplate {
     pub complete: IndexMap<String, Vec<String>>,
     /// Steps taken on each read, before the body renders.
     pub steps: Vec<Step>,
+    /// How long clients may keep a read (else the server's `cache`).
+    pub cache: Option<presentation::Cache>,
 }
 
 impl Catalog {

@@ -103,6 +103,13 @@ pub struct ServerSpec {
     /// The folder of `template:` files, relative to this file (default: `templates/` beside the catalog).
     #[serde(default)]
     pub templates: Option<String>,
+    /// Icons a client may show for the server.
+    #[serde(default)]
+    pub icons: Option<Vec<crate::catalog::presentation::IconSpec>>,
+    /// How long clients may keep lists, `server/discover` and reads (`ttlMs`, `cacheScope`);
+    /// default: not at all (`ttlMs` 0).
+    #[serde(default)]
+    pub cache: Option<crate::catalog::presentation::CacheSpec>,
 }
 
 /// A tool: what `tools/list` shows and what `tools/call` does.
@@ -127,6 +134,12 @@ pub struct ToolSpec {
     /// MCP tool annotations.
     #[serde(default)]
     pub annotations: Option<ToolAnnotationsSpec>,
+    /// Icons a client may show beside it.
+    #[serde(default)]
+    pub icons: Option<Vec<crate::catalog::presentation::IconSpec>>,
+    /// MCP Apps: the `ui://` resource (one with `app:`) a client shows for the tool's result.
+    #[serde(default)]
+    pub ui: Option<String>,
     /// Runs the tool as a task (the `io.modelcontextprotocol/tasks` extension):
     /// the client gets a task id at once and polls `tasks/get` for the result.
     #[serde(default)]
@@ -459,6 +472,9 @@ pub struct PromptSpec {
     /// What the prompt is for.
     #[serde(default)]
     pub description: Option<String>,
+    /// Icons a client may show beside it.
+    #[serde(default)]
+    pub icons: Option<Vec<crate::catalog::presentation::IconSpec>>,
     /// The arguments a client fills in (always strings).
     #[serde(default)]
     pub arguments: Option<Vec<ArgumentSpec>>,
@@ -570,6 +586,15 @@ pub struct ResourceSpec {
     /// A file served raw (relative to this catalog file); binary types as base64 blobs.
     #[serde(default)]
     pub file: Option<String>,
+    /// An MCP App: an HTML page served as `text/html;profile=mcp-app`, with what it may reach.
+    #[serde(default)]
+    pub app: Option<crate::catalog::presentation::AppSpec>,
+    /// Icons a client may show beside it.
+    #[serde(default)]
+    pub icons: Option<Vec<crate::catalog::presentation::IconSpec>>,
+    /// How long clients may keep what a read gives (`ttlMs`, `cacheScope`); default: the server's `cache`.
+    #[serde(default)]
+    pub cache: Option<crate::catalog::presentation::CacheSpec>,
     /// The effect a read runs (`sql`, `http`, `command`: at most one), whose output the body sees.
     #[serde(flatten)]
     pub reads: crate::effect::ReadSpecs,
@@ -598,6 +623,12 @@ pub struct ResourceTemplateSpec {
     /// What it holds.
     #[serde(default)]
     pub description: Option<String>,
+    /// Icons a client may show beside it.
+    #[serde(default)]
+    pub icons: Option<Vec<crate::catalog::presentation::IconSpec>>,
+    /// How long clients may keep what a read gives (`ttlMs`, `cacheScope`); default: the server's `cache`.
+    #[serde(default)]
+    pub cache: Option<crate::catalog::presentation::CacheSpec>,
     /// Its MIME type.
     #[serde(default, rename = "mimeType")]
     pub mime_type: Option<String>,

@@ -24,6 +24,7 @@ mod migrations;
 mod mrtr;
 mod oauth;
 mod postgres;
+mod presentation;
 mod preview;
 mod protocol;
 mod reload;

@@ -25,6 +25,7 @@ use crate::render;
 
 mod examples;
 mod mcp_headers;
+mod presentation;
 mod prompts;
 mod resources;
 mod scalar_map;
@@ -199,13 +200,15 @@ impl Builder<'_> {
     fn server_info(&mut self) -> ServerInfo {
         let root = &self.assembled.files[0].file;
         match &self.assembled.server {
-            Some(Declared { spec, .. }) => ServerInfo {
+            Some(Declared { spec, origin }) => ServerInfo {
                 name: spec.name.clone(),
                 version: spec.version.clone().unwrap_or_else(|| "0.0.0".to_owned()),
                 title: spec.title.clone(),
                 description: spec.description.clone(),
                 website_url: spec.website_url.clone(),
                 instructions: spec.instructions.clone(),
+                icons: self.icons(spec.icons.as_ref(), origin, ""),
+                cache: self.cache(spec.cache.as_ref(), origin, ""),
             },
             None => ServerInfo {
                 name: root.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "carte".to_owned()),
@@ -214,6 +217,8 @@ impl Builder<'_> {
                 description: None,
                 website_url: None,
                 instructions: None,
+                icons: None,
+                cache: None,
             },
         }
     }

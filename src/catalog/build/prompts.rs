@@ -65,6 +65,9 @@ impl Builder<'_> {
             "use it in a message template, or remove it",
         );
         let mut wire = wire_head(&spec.name, spec.title.as_ref(), spec.description.as_ref());
+        if let Some(icons) = self.icons(spec.icons.as_ref(), origin, "") {
+            wire.insert("icons".to_owned(), icons);
+        }
         if let Some(declared) = &spec.arguments {
             let list: Vec<Value> = declared
                 .iter()

@@ -6,6 +6,7 @@ use serde_json::{Map, Value, json};
 
 use crate::catalog::assemble::{Declared, Origin};
 use crate::catalog::model::{ResourceSpec, ResourceTemplateSpec};
+use crate::catalog::presentation::APP_MIME;
 use crate::catalog::{Body, Resource, ResourceTemplate};
 use crate::diag::suggest;
 use crate::effect::{ReadEffect, ReadSpecs};
@@ -38,7 +39,14 @@ impl Builder<'_> {
             ("text", spec.text.is_some()),
             ("template", spec.template.is_some()),
             ("file", spec.file.is_some()),
+            ("app", spec.app.is_some()),
         ]);
+        // An app's page is its body, served as a file is.
+        let (file, file_key) = match &spec.app {
+            Some(app) => (Some(&app.file), "/app/file"),
+            None => (spec.file.as_ref(), "/file"),
+        };
+        let app_meta = spec.app.as_ref().and_then(|app| self.app(app, &spec.uri, spec.mime_type.as_deref(), origin));
         let declared_steps = spec.steps.as_deref().unwrap_or_default();
         let owner = format!("resource {}:", spec.uri);
         let effect_key = spec.reads.key();
@@ -47,9 +55,9 @@ impl Builder<'_> {
             let mut scope = effect_scope(&[], declared_steps);
             self.resource_read(&spec.reads, &[], origin, &owner, &mut scope)
         });
-        if let (Some(key), Some(reads), true) = (effect_key, spec.reads.reads(), spec.file.is_some()) {
-            let location = self.assembled.locate_key(origin, "/file");
-            let message = format!("resource `{}` has both `{key}` and `file`", spec.uri);
+        if let (Some(key), Some(reads), true) = (effect_key, spec.reads.reads(), file.is_some()) {
+            let location = self.assembled.locate_key(origin, file_key);
+            let message = format!("resource `{}` has both `{key}` and `{}`", spec.uri, &file_key[1..]);
             self.error("resource-body", location, message).hint = Some(format!(
                 "a `file` is served as it is; to show {} of `{key}`, write `text:` or `template:` (or neither, for {})",
                 reads.output, reads.value
@@ -66,7 +74,7 @@ impl Builder<'_> {
                 format!("resource `{}` has both `{}` and `{}`", spec.uri, sources[0], sources[1])
             };
             self.error("resource-body", location, message).hint =
-                Some("give exactly one of `text`, `template` or `file`".to_owned());
+                Some("give exactly one of `text`, `template`, `file` or `app`".to_owned());
             return None;
         }
         // A body written for the template it should be sees its variables (no follow-on errors).
@@ -78,7 +86,7 @@ impl Builder<'_> {
                 .chain(super::steps::produced_by(declared_steps)),
         );
         let steps = self.steps(declared_steps, &owner, origin, "/steps", &mut scope);
-        let mut mime_type = spec.mime_type.clone();
+        let mut mime_type = if spec.app.is_some() { Some(APP_MIME.to_owned()) } else { spec.mime_type.clone() };
         let body = if effect_key.is_some() && spec.text.is_none() && spec.template.is_none() {
             if let Some(Some(read)) = &read {
                 mime_type.get_or_insert_with(|| read.value_mime().to_owned());
@@ -89,12 +97,12 @@ impl Builder<'_> {
         } else if let Some(template) = &spec.template {
             Body::Template(self.file_template(template, origin, "/template", &mut scope)?)
         } else {
-            let file = spec.file.as_ref()?;
+            let file = file?;
             let path = self.assembled.base_dir(origin).join(file);
             let bytes = match read_limited(&path) {
                 Ok(bytes) => bytes,
                 Err(err) => {
-                    let location = self.assembled.locate(origin, "/file");
+                    let location = self.assembled.locate(origin, file_key);
                     self.error("resource-file", location, format!("cannot read `{}`: {err}", path.display())).hint =
                         Some("paths are relative to the catalog file that names them".to_owned());
                     return None;
@@ -109,7 +117,7 @@ impl Builder<'_> {
                 None => std::str::from_utf8(&bytes).is_ok(),
             };
             if text && std::str::from_utf8(&bytes).is_err() {
-                let location = self.assembled.locate(origin, "/file");
+                let location = self.assembled.locate(origin, file_key);
                 self.error(
                     "resource-file",
                     location,
@@ -130,11 +138,22 @@ impl Builder<'_> {
         if let Body::Bytes { bytes, .. } = &body {
             wire.insert("size".to_owned(), json!(bytes.len()));
         }
+        if let Some(icons) = self.icons(spec.icons.as_ref(), origin, "") {
+            wire.insert("icons".to_owned(), icons);
+        }
+        let meta = app_meta.map(|ui| json!({ "ui": ui }));
+        if let Some(meta) = &meta {
+            wire.insert("_meta".to_owned(), meta.clone());
+        }
+        let cache = self.cache(spec.cache.as_ref(), origin, "");
         let read = match read {
             Some(checked) => Some(checked?),
             None => None,
         };
-        Some(Resource { uri: spec.uri.clone(), wire, mime_type, body, read, steps: steps? })
+        if spec.app.is_some() && meta.is_none() {
+            return None;
+        }
+        Some(Resource { uri: spec.uri.clone(), wire, mime_type, body, read, steps: steps?, cache, meta })
     }
 
     pub(super) fn resource_template(&mut self, decl: &Declared<ResourceTemplateSpec>) -> Option<ResourceTemplate> {
@@ -235,12 +254,16 @@ impl Builder<'_> {
             }
         }
         let head = ("uriTemplate", spec.uri_template.as_str(), spec.name.as_str());
-        let wire = resource_wire(head, spec.title.as_ref(), spec.description.as_ref(), mime_type.as_ref());
+        let mut wire = resource_wire(head, spec.title.as_ref(), spec.description.as_ref(), mime_type.as_ref());
+        if let Some(icons) = self.icons(spec.icons.as_ref(), origin, "") {
+            wire.insert("icons".to_owned(), icons);
+        }
+        let cache = self.cache(spec.cache.as_ref(), origin, "");
         let read = match read {
             Some(checked) => Some(checked?),
             None => None,
         };
-        Some(ResourceTemplate { template, wire, mime_type, body: body?, read, complete, steps: steps? })
+        Some(ResourceTemplate { template, wire, mime_type, body: body?, read, complete, steps: steps?, cache })
     }
 
     /// Checks the effect (`sql:`, `http:`, `command:`) of a resource whose

@@ -82,6 +82,9 @@ impl Builder<'_> {
         }
         let structured = run.json == Some(true) || spec.output_schema.is_some();
         let mut wire = wire_head(&spec.name, spec.title.as_ref(), spec.description.as_ref());
+        if let Some(icons) = self.icons(spec.icons.as_ref(), origin, "") {
+            wire.insert("icons".to_owned(), icons);
+        }
         wire.insert("inputSchema".to_owned(), Value::Object(input_schema));
         if let Some(schema) = &spec.output_schema {
             wire.insert("outputSchema".to_owned(), Value::Object(schema.clone()));
@@ -101,6 +104,9 @@ impl Builder<'_> {
                 }
             }
             wire.insert("annotations".to_owned(), Value::Object(map));
+        }
+        if let Some(ui) = spec.ui.as_deref().filter(|ui| self.check_ui(ui, origin)) {
+            wire.insert("_meta".to_owned(), super::presentation::ui_meta(ui));
         }
         let input = input?;
         let output = match output {

@@ -24,8 +24,8 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult, CustomRequest, CustomResult,
     GetPromptRequestParams, GetPromptResponse, InitializeRequestParams, InitializeResult, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, LoggingLevel, PaginatedRequestParams,
-    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, ServerConfig, SetLevelRequestParams,
-    SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ServerConfig, SetLevelRequestParams, SubscribeRequestParams,
+    SubscriptionFilter, UnsubscribeRequestParams,
 };
 use rmcp::service::{RequestContext, RoleServer, SubscriptionContext};
 use rmcp::{ErrorData, ServerHandler};
@@ -184,6 +184,18 @@ fn cursor(request: Option<PaginatedRequestParams>) -> Option<String> {
 impl ServerHandler for Handler {
     fn get_info(&self) -> ServerConfig {
         self.shared.snapshot().info.clone()
+    }
+
+    /// `server/discover`, with how long clients may keep it (`server.cache`).
+    async fn discover(&self, _context: RequestContext<RoleServer>) -> Result<rmcp::model::DiscoverResult, ErrorData> {
+        let snapshot = self.shared.snapshot();
+        let versions = self.supported_protocol_versions().into_owned();
+        let mut result = rmcp::model::DiscoverResult::from_server_info(versions, snapshot.info.clone());
+        if let Some(cache) = snapshot.catalog.server.cache {
+            result =
+                result.with_ttl_ms(cache.ttl_ms).with_cache_scope(crate::server::snapshot::cache_scope(cache.scope));
+        }
+        Ok(result)
     }
 
     /// A tool whose arguments travel in `Mcp-Param-*` headers too: rmcp's
@@ -350,7 +362,7 @@ impl ServerHandler for Handler {
             )?;
             let client = RequestClient { handler: self, context: &context, answers };
             match snapshot.read_resource_for(&request.uri, &client, resume).await? {
-                Asked::Done(contents) => Ok(ReadResourceResult::new(contents).into()),
+                Asked::Done(result) => Ok(result.into()),
                 Asked::Input(asked) => Ok(self.input_required(&binding, asked)?.into()),
             }
         })

@@ -187,6 +187,7 @@ impl Snapshot {
         if let Some(url) = &server.website_url {
             implementation = implementation.with_website_url(url.clone());
         }
+        implementation.icons = server.icons.clone().and_then(|icons| serde_json::from_value(icons).ok());
         let mut info = ServerConfig::new(capabilities).with_server_info(implementation);
         if let Some(instructions) = &server.instructions {
             info = info.with_instructions(instructions.clone());
@@ -359,7 +360,7 @@ impl Snapshot {
         uri: &str,
         client: &dyn run::steps::Client,
         resume: Resume,
-    ) -> Result<Asked<Vec<ResourceContents>>, ErrorData> {
+    ) -> Result<Asked<rmcp::model::ReadResourceResult>, ErrorData> {
         check_uri_length(uri)?;
         let caller = || client.render_caller();
         let found = self.find(uri, &caller).await;
@@ -377,8 +378,14 @@ impl Snapshot {
             }
         }
         let call = run::resource_call(&self.catalog, &context, client);
+        let cache = found.cache(&self.catalog);
         let body = crate::resource::read_found(&self.catalog, (uri, found), context, &call, &caller).await;
-        body.map(|body| Asked::Done(vec![resource_contents(body)])).map_err(|err| read_error(uri, err))
+        let body = body.map_err(|err| read_error(uri, err))?;
+        let mut result = rmcp::model::ReadResourceResult::new(vec![resource_contents(body)]);
+        if let Some(cache) = cache {
+            result = result.with_ttl_ms(cache.ttl_ms).with_cache_scope(cache_scope(cache.scope));
+        }
+        Ok(Asked::Done(result))
     }
 
     /// What `uri` names (see [`crate::resource::find`], which renders a
@@ -417,7 +424,7 @@ impl Snapshot {
     /// `resources/read` as JSON on behalf of `client` (as an example reads).
     pub async fn read_resource_with(&self, uri: &str, client: &dyn run::steps::Client) -> Answer {
         let contents = self.read_resource_for(uri, client, Resume::default()).await;
-        answer(contents.and_then(|asked| asked.done(uri)).map(|contents| json!({ "contents": contents })))
+        answer(contents.and_then(|asked| asked.done(uri)).map(|result| json!({ "contents": result.contents })))
     }
 
     /// `resources/read` as JSON (`{"contents": [...]}`), blocking: an unknown
@@ -558,9 +565,25 @@ fn resource_contents(body: ResourceBody) -> ResourceContents {
         Contents::Text(text) => ResourceContents::text(text, body.uri),
         Contents::Blob(blob) => ResourceContents::blob(blob, body.uri),
     };
-    match body.mime_type {
+    let mut contents = match body.mime_type {
         Some(mime) => contents.with_mime_type(mime),
         None => contents,
+    };
+    if let Some(serde_json::Value::Object(meta)) = body.meta {
+        match &mut contents {
+            ResourceContents::TextResourceContents { meta: slot, .. }
+            | ResourceContents::BlobResourceContents { meta: slot, .. } => *slot = Some(rmcp::model::MetaObject(meta)),
+            _ => {}
+        }
+    }
+    contents
+}
+
+/// rmcp's cache scope of a catalog's.
+pub(in crate::server) fn cache_scope(scope: catalog::presentation::CacheScope) -> rmcp::model::CacheScope {
+    match scope {
+        catalog::presentation::CacheScope::Public => rmcp::model::CacheScope::Public,
+        catalog::presentation::CacheScope::Private => rmcp::model::CacheScope::Private,
     }
 }
 

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use crate::catalog::presentation::Cache;
 use base64::Engine as _;
 use rmcp::ErrorData;
 use rmcp::model::ErrorCode;
@@ -113,7 +114,7 @@ impl View {
     pub(in crate::server) fn list<L: Listing>(&self, cursor: Option<&str>) -> Result<L, ErrorData> {
         let (page, next) = paginate(L::items(self), cursor)?;
         let meta = self.restriction().map_or(&self.snapshot.meta, |toolset| &toolset.meta);
-        Ok(L::page(page.to_vec(), next, meta.clone()))
+        Ok(L::page(page.to_vec(), next, meta.clone(), self.snapshot.catalog.server.cache))
     }
 
     /// One page of the tools this view lists that `allowed` keeps (a
@@ -131,7 +132,7 @@ impl View {
             .collect();
         let (page, next) = paginate(&kept, cursor)?;
         let meta = self.restriction().map_or(&self.snapshot.meta, |toolset| &toolset.meta);
-        Ok(<ListToolsResult as Listing>::page(page.to_vec(), next, meta.clone()))
+        Ok(<ListToolsResult as Listing>::page(page.to_vec(), next, meta.clone(), self.snapshot.catalog.server.cache))
     }
 
     /// One page of a list as JSON, as a client receives it.
@@ -214,8 +215,8 @@ pub(in crate::server) trait Listing {
     type Item: Clone;
     /// Every item of this list in `view`.
     fn items(view: &View) -> &[Self::Item];
-    /// The result for one page.
-    fn page(items: Vec<Self::Item>, next: Option<String>, meta: rmcp::model::MetaObject) -> Self;
+    /// The result for one page, with how long clients may keep it.
+    fn page(items: Vec<Self::Item>, next: Option<String>, meta: rmcp::model::MetaObject, cache: Option<Cache>) -> Self;
 }
 
 macro_rules! listing {
@@ -225,10 +226,19 @@ macro_rules! listing {
             fn items(view: &View) -> &[$item] {
                 $field(view)
             }
-            fn page(items: Vec<$item>, next: Option<String>, meta: rmcp::model::MetaObject) -> Self {
+            fn page(
+                items: Vec<$item>,
+                next: Option<String>,
+                meta: rmcp::model::MetaObject,
+                cache: Option<Cache>,
+            ) -> Self {
                 let mut result = <$result>::with_all_items(items);
                 result.next_cursor = next;
                 result.meta = Some(meta);
+                if let Some(cache) = cache {
+                    result.ttl_ms = Some(cache.ttl_ms);
+                    result.cache_scope = Some(super::cache_scope(cache.scope));
+                }
                 result
             }
         }
