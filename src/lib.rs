@@ -14,6 +14,7 @@
 //! - [`run`], [`prompt`], [`resource`], [`content`]: what tools, prompts and
 //!   resources produce from a catalog snapshot, in carte's own types;
 //! - [`live`]: reading subscribed resources again after a write, and comparing;
+//! - [`rate_limit`]: counting each caller's tool calls against the catalog's `rateLimit`s;
 //! - [`task_store`]: where tasks are kept (in this process; [`replicas`] adds the
 //!   PostgreSQL store replicas share), bounded per owner and in total;
 //! - [`replicas`]: several replicas on one PostgreSQL database (`serve --state`):
@@ -50,6 +51,7 @@ pub mod live;
 pub mod metrics;
 pub mod preview;
 pub mod prompt;
+pub mod rate_limit;
 pub mod reload;
 pub mod render;
 pub mod replicas;

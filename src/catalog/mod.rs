@@ -20,6 +20,7 @@
 pub mod examples;
 pub mod model;
 pub mod presentation;
+pub mod rate_limit;
 pub mod reference;
 pub mod schema;
 pub mod source;
@@ -51,6 +52,8 @@ pub use model::Role;
 
 /// A validated catalog, ready to serve.
 pub struct Catalog {
+    /// Whether the server or a tool has a `rateLimit` (calls are counted).
+    pub rate_limited: bool,
     /// `serverInfo` and `instructions`.
     pub server: ServerInfo,
     /// Tools in declaration order.
@@ -99,6 +102,8 @@ pub struct ServerInfo {
     pub icons: Option<Value>,
     /// How long clients may keep lists, discovery and reads.
     pub cache: Option<presentation::Cache>,
+    /// How many tool calls one caller may make in a while, all tools together.
+    pub rate_limit: Option<rate_limit::RateLimit>,
 }
 
 /// A tool, ready to list and call.
@@ -123,6 +128,8 @@ pub struct Tool {
     pub task: Option<TaskOptions>,
     /// The OAuth scopes a caller needs to see and call it (`scopes:`).
     pub scopes: Vec<String>,
+    /// How many calls of it one caller may make in a while.
+    pub rate_limit: Option<rate_limit::RateLimit>,
 }
 
 /// A tool's `task:`, checked.

@@ -110,6 +110,9 @@ pub struct ServerSpec {
     /// default: not at all (`ttlMs` 0).
     #[serde(default)]
     pub cache: Option<crate::catalog::presentation::CacheSpec>,
+    /// How many tool calls one caller may make in a while, all tools together.
+    #[serde(default, rename = "rateLimit")]
+    pub rate_limit: Option<crate::catalog::rate_limit::RateLimitSpec>,
 }
 
 /// A tool: what `tools/list` shows and what `tools/call` does.
@@ -140,6 +143,9 @@ pub struct ToolSpec {
     /// MCP Apps: the `ui://` resource (one with `app:`) a client shows for the tool's result.
     #[serde(default)]
     pub ui: Option<String>,
+    /// How many calls of this tool one caller may make in a while.
+    #[serde(default, rename = "rateLimit")]
+    pub rate_limit: Option<crate::catalog::rate_limit::RateLimitSpec>,
     /// Runs the tool as a task (the `io.modelcontextprotocol/tasks` extension):
     /// the client gets a task id at once and polls `tasks/get` for the result.
     #[serde(default)]

@@ -53,6 +53,8 @@ pub struct Shared {
     pub tasks: tasks::Tasks,
     /// The state shared with other replicas (`--state`), if any.
     pub replicas: Option<Arc<crate::replicas::Replicas>>,
+    /// Each caller's tool calls, against the catalog's `rateLimit`s (kept across reloads).
+    pub limiter: crate::rate_limit::Limiter,
 }
 
 /// How the last reload went, for `/readyz`.
@@ -99,6 +101,7 @@ impl Shared {
             state_keys,
             tasks,
             replicas,
+            limiter: crate::rate_limit::Limiter::default(),
         })
     }
 

@@ -44,6 +44,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     ("run", &["catalog", "content", "diag", "duration", "effect", "metrics", "render", "secret"]),
     ("task_store", &["run", "sync"]),
     ("live", &["catalog", "render", "resource", "sync"]),
+    ("rate_limit", &["catalog", "sync"]),
     ("replicas", &["duration", "effect", "sync", "task_store"]),
     (
         "server",
@@ -55,6 +56,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
             "live",
             "metrics",
             "prompt",
+            "rate_limit",
             "render",
             "replicas",
             "resource",

@@ -27,6 +27,7 @@ mod postgres;
 mod presentation;
 mod preview;
 mod protocol;
+mod rate_limits;
 mod reload;
 mod reload_torture;
 mod replicas;

@@ -120,7 +120,9 @@ pub fn build(
     let tool_index = tools.iter().enumerate().map(|(idx, t)| (t.name.clone(), idx)).collect();
     let prompt_index = prompts.iter().enumerate().map(|(idx, p)| (p.name.clone(), idx)).collect();
     let resource_index = resources.iter().enumerate().map(|(idx, r)| (r.uri.clone(), idx)).collect();
+    let rate_limited = server.rate_limit.is_some() || tools.iter().any(|tool| tool.rate_limit.is_some());
     Some(Catalog {
+        rate_limited,
         server,
         tools,
         prompts,
@@ -209,6 +211,7 @@ impl Builder<'_> {
                 instructions: spec.instructions.clone(),
                 icons: self.icons(spec.icons.as_ref(), origin, ""),
                 cache: self.cache(spec.cache.as_ref(), origin, ""),
+                rate_limit: self.rate_limit(spec.rate_limit.as_ref(), origin),
             },
             None => ServerInfo {
                 name: root.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "carte".to_owned()),
@@ -219,6 +222,7 @@ impl Builder<'_> {
                 instructions: None,
                 icons: None,
                 cache: None,
+                rate_limit: None,
             },
         }
     }

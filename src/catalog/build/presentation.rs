@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 use super::Builder;
 use crate::catalog::assemble::Origin;
 use crate::catalog::presentation::{self, AppSpec, Cache, CacheSpec, IconSpec, Problem};
+use crate::catalog::rate_limit::{RateLimit, RateLimitSpec};
 
 impl Builder<'_> {
     /// An entry's `icons` for its wire form (`None`: none, or wrong).
@@ -71,6 +72,19 @@ impl Builder<'_> {
             Ok(meta) => ok.then_some(meta),
             Err(problems) => {
                 self.report("app", problems, origin, "/app");
+                None
+            }
+        }
+    }
+
+    /// An entry's `rateLimit`, checked (`None`: none, or wrong).
+    pub(super) fn rate_limit(&mut self, spec: Option<&RateLimitSpec>, origin: &Origin) -> Option<RateLimit> {
+        match spec?.check() {
+            Ok(limit) => Some(limit),
+            Err((key, message)) => {
+                let location = self.assembled.locate(origin, &format!("/rateLimit/{key}"));
+                self.error("rate-limit", location, message).hint =
+                    Some("write e.g. `rateLimit: { calls: 120, per: 1m }`".to_owned());
                 None
             }
         }

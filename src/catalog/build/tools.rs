@@ -118,10 +118,23 @@ impl Builder<'_> {
             None => None,
         };
         let scopes = self.scopes(spec.scopes.as_deref().unwrap_or_default(), origin);
+        let rate_limit = self.rate_limit(spec.rate_limit.as_ref(), origin);
         let result = result?;
         let steps = steps?;
         let effect = effect?;
-        Some(Tool { name: spec.name.clone(), wire, input, output, structured, steps, effect, result, task, scopes })
+        Some(Tool {
+            name: spec.name.clone(),
+            wire,
+            input,
+            output,
+            structured,
+            steps,
+            effect,
+            result,
+            task,
+            scopes,
+            rate_limit,
+        })
     }
 
     /// A tool's `scopes:`, each a scope token (RFC 6749 §3.3: printable

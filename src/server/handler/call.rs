@@ -74,27 +74,33 @@ impl Handler {
     /// the process.
     pub(super) fn owner(&self, context: &RequestContext<RoleServer>) -> String {
         let parts = context.extensions.get::<axum::http::request::Parts>();
-        if !modern(context) {
-            let id = parts.and_then(|parts| crate::server::http::guard::session_id(&parts.headers));
-            return match id {
-                Some(id) => format!("session:{id}"),
-                None => format!("session:local:{}", self.session.id),
-            };
+        let modern = modern(context);
+        match parts.and_then(|parts| http_owner(modern, &parts.headers, caller(context))) {
+            Some(owner) => owner,
+            None if modern => "stdio".to_owned(),
+            None => format!("session:local:{}", self.session.id),
         }
-        if let Some(caller) = caller(context) {
-            return caller.owner.clone();
+    }
+
+    /// Counts a call of `tool` against the catalog's `rateLimit`s for this
+    /// request's caller ([`Handler::owner`]), unless the HTTP layer already
+    /// did ([`RateCounted`]); past a limit, -32000 with `retryAfterMs`.
+    fn count_call(
+        &self,
+        context: &RequestContext<RoleServer>,
+        tool: &crate::catalog::Tool,
+        server: Option<crate::catalog::rate_limit::RateLimit>,
+    ) -> Result<(), ErrorData> {
+        if server.is_none() && tool.rate_limit.is_none() {
+            return Ok(());
         }
-        match parts {
-            Some(parts) => match parts.headers.get(axum::http::header::AUTHORIZATION) {
-                Some(token) => {
-                    use sha2::Digest as _;
-                    let digest = sha2::Sha256::digest(token.as_bytes());
-                    format!("bearer:{}", digest.iter().map(|b| format!("{b:02x}")).collect::<String>())
-                }
-                None => "http".to_owned(),
-            },
-            None => "stdio".to_owned(),
+        let parts = context.extensions.get::<axum::http::request::Parts>();
+        if parts.is_some_and(|parts| parts.extensions.get::<RateCounted>().is_some()) {
+            return Ok(());
         }
+        let caller = self.owner(context);
+        let own = (tool.name.as_str(), tool.rate_limit);
+        self.shared.limiter.take(&caller, own, server, std::time::Instant::now()).map_err(rate_limited)
     }
 
     /// `tools/call`: the tool's steps, effect and result, as a task when
@@ -112,6 +118,7 @@ impl Handler {
         let found = snapshot.tool(&request.name);
         if let Some(tool) = found {
             check_scopes(context, tool)?;
+            self.count_call(context, tool, snapshot.catalog.server.rate_limit)?;
         }
         let steps = found.map(|tool| tool.steps.as_slice()).unwrap_or_default();
         let (resume, answers) =
@@ -177,4 +184,39 @@ fn wrap_for_legacy(result: &mut rmcp::model::CallToolResult) {
     if let Some(value) = result.structured_content.take_if(|value| !value.is_object()) {
         result.structured_content = Some(json!({ "result": value }));
     }
+}
+
+/// Marks an HTTP request whose tool call the HTTP layer counted already
+/// against the rate limits (and let through).
+#[derive(Debug, Clone, Copy)]
+pub struct RateCounted;
+
+/// The error of a call past a rate limit: -32000 with `data.retryAfterMs`.
+pub fn rate_limited(refused: crate::rate_limit::Refused) -> ErrorData {
+    let ms = u64::try_from(refused.retry_after.as_millis()).unwrap_or(u64::MAX).max(1);
+    let whose = if refused.by_tool { "this tool's" } else { "the server's" };
+    ErrorData::new(
+        rmcp::model::ErrorCode(-32000),
+        format!("rate limit: too many calls ({whose} `rateLimit`); try again in {ms} ms"),
+        Some(serde_json::json!({ "retryAfterMs": ms })),
+    )
+}
+
+/// Who an HTTP request is (see [`Handler::owner`]), from its headers and its
+/// verified OAuth caller; `None` for a legacy request without a session.
+pub fn http_owner(modern: bool, headers: &axum::http::HeaderMap, caller: Option<&Caller>) -> Option<String> {
+    if !modern {
+        return crate::server::http::guard::session_id(headers).map(|id| format!("session:{id}"));
+    }
+    if let Some(caller) = caller {
+        return Some(caller.owner.clone());
+    }
+    Some(match headers.get(axum::http::header::AUTHORIZATION) {
+        Some(token) => {
+            use sha2::Digest as _;
+            let digest = sha2::Sha256::digest(token.as_bytes());
+            format!("bearer:{}", digest.iter().map(|b| format!("{b:02x}")).collect::<String>())
+        }
+        None => "http".to_owned(),
+    })
 }

@@ -11,7 +11,7 @@
 //! - [`request_client`]: the client of one request as a tool's steps see it.
 #![allow(deprecated)] // MCP logging/subscribe are deprecated by SEP-2577 but part of every version carte serves
 
-mod call;
+pub(in crate::server) mod call;
 mod observed;
 mod request_client;
 

@@ -117,13 +117,13 @@ async fn in_session_of(state: &AppState, owner: &str, request: Request, next: Ne
 }
 
 /// A `tools/call` request: its id and the tool's name.
-struct ToolCall {
-    id: serde_json::Value,
-    name: String,
+pub(super) struct ToolCall {
+    pub(super) id: serde_json::Value,
+    pub(super) name: String,
 }
 
 /// The `tools/call` a JSON-RPC body holds, if it is one.
-fn tool_call(body: &[u8]) -> Option<ToolCall> {
+pub(super) fn tool_call(body: &[u8]) -> Option<ToolCall> {
     #[derive(serde::Deserialize)]
     struct Message {
         #[serde(default)]

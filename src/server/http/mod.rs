@@ -10,6 +10,7 @@
 //! - [`oauth`]: verifying OAuth 2.1 access tokens (`--oauth-issuer`) against
 //!   the issuer's keys;
 //! - [`status`]: `/healthz`, `/readyz` and `/metrics`;
+//! - [`rate_limit`]: 429 for a `tools/call` past the catalog's `rateLimit`;
 //! - [`session_store`]: legacy sessions kept in the replicas' database (`--state`);
 //! - [`sessions`]: legacy sessions, capped, expiring when idle, one GET stream each
 //!   (with `--state`, also kept in the replicas' database and restored from there).
@@ -36,6 +37,7 @@ pub mod bind;
 pub mod guard;
 pub mod listener;
 pub mod oauth;
+mod rate_limit;
 pub mod session_store;
 pub mod sessions;
 mod status;
@@ -302,6 +304,7 @@ fn router(
         .route("/mcp", axum::routing::any(move |request: Request| serve_mcp(mcp.clone(), request)))
         .route("/mcp/{toolset}", axum::routing::any(toolset_mcp))
         .layer(axum::middleware::from_fn_with_state(state.clone(), mcp_answers))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), rate_limit::rate_limit))
         .layer(axum::middleware::from_fn_with_state(state.clone(), authorize))
         .layer(cors)
         .layer(axum::middleware::from_fn(allow_param_headers))
