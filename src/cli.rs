@@ -138,6 +138,11 @@ pub(crate) enum Command {
         /// `toolsets:`); over HTTP each toolset is at /mcp/NAME.
         #[arg(long, value_name = "NAME", conflicts_with = "http")]
         toolset: Option<String>,
+        /// Append one JSON line per request to PATH (`-`: stdout, over HTTP
+        /// only): time, caller, method, name, outcome, duration and the
+        /// SHA-256 of the arguments — never their values.
+        #[arg(long, value_name = "PATH")]
+        audit_log: Option<std::path::PathBuf>,
     },
     /// Validate catalogs and print every problem found (exit 0 valid, 1 invalid, 2 unreadable).
     Check {

@@ -14,6 +14,7 @@
 //! - [`run`], [`prompt`], [`resource`], [`content`]: what tools, prompts and
 //!   resources produce from a catalog snapshot, in carte's own types;
 //! - [`live`]: reading subscribed resources again after a write, and comparing;
+//! - [`audit`]: the audit log, a JSON line per request (`--audit-log`), written off the request's thread;
 //! - [`rate_limit`]: counting each caller's tool calls against the catalog's `rateLimit`s;
 //! - [`task_store`]: where tasks are kept (in this process; [`replicas`] adds the
 //!   PostgreSQL store replicas share), bounded per owner and in total;
@@ -41,6 +42,7 @@
 //! `server` names rmcp.
 #![deny(missing_docs)]
 
+pub mod audit;
 pub mod catalog;
 pub mod content;
 pub mod diag;

@@ -118,6 +118,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             state_key_env,
             state,
             toolset,
+            audit_log,
         } => {
             let state_keys = match state_key_env {
                 None => None,
@@ -193,7 +194,14 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 },
                 _ => None,
             };
-            serve(&catalog, reloading, (http, toolset, preview), (state_keys, replicas))
+            let audit = match audit_log {
+                None => None,
+                Some(path) if path.as_os_str() == "-" && http.is_none() => anyhow::bail!(
+                    "--audit-log -: over stdio, stdout carries the protocol; give a file (or serve with --http)"
+                ),
+                Some(path) => Some(carte::audit::AuditLog::open(&path).context("--audit-log: cannot open it")?),
+            };
+            serve(&catalog, reloading, (http, toolset, preview), (state_keys, replicas, audit))
         }
         Command::Check { catalogs, format, watch: true } => check_watch(&catalogs, format),
         Command::Check { catalogs, format, watch: false } => Ok(check(&catalogs, format).0),
@@ -331,7 +339,11 @@ fn serve(
     path: &Path,
     options: reload::Options,
     (http, toolset, preview): (Option<HttpOptions>, Option<String>, bool),
-    (state_keys, replicas): (Option<StateKeys>, Option<std::sync::Arc<carte::replicas::Replicas>>),
+    (state_keys, replicas, audit): (
+        Option<StateKeys>,
+        Option<std::sync::Arc<carte::replicas::Replicas>>,
+        Option<carte::audit::AuditLog>,
+    ),
 ) -> anyhow::Result<ExitCode> {
     let Some(snapshot) = load_or_report(path) else { return Ok(ExitCode::from(1)) };
     if let Some(name) = &toolset
@@ -373,6 +385,9 @@ fn serve(
         tracing::info!("sharing sessions, tasks and changes with other replicas through {}", replicas.shown());
     }
     let shared = Shared::replicated(snapshot, state_keys, replicas);
+    if let Some(audit) = audit {
+        let _ = shared.audit.set(audit);
+    }
     let runtime = if http.is_some() { http_runtime()? } else { runtime()? };
     let served = runtime.block_on(async {
         tokio::spawn(reload::run(path.to_path_buf(), shared.clone(), inputs, options, std::future::pending()));

@@ -55,6 +55,8 @@ pub struct Shared {
     pub replicas: Option<Arc<crate::replicas::Replicas>>,
     /// Each caller's tool calls, against the catalog's `rateLimit`s (kept across reloads).
     pub limiter: crate::rate_limit::Limiter,
+    /// Where each request is recorded (`--audit-log`), if anywhere.
+    pub audit: std::sync::OnceLock<crate::audit::AuditLog>,
 }
 
 /// How the last reload went, for `/readyz`.
@@ -102,6 +104,7 @@ impl Shared {
             tasks,
             replicas,
             limiter: crate::rate_limit::Limiter::default(),
+            audit: std::sync::OnceLock::new(),
         })
     }
 

@@ -29,6 +29,7 @@ use std::path::{Path, PathBuf};
 /// depends on a module below it in this list.
 const ALLOWED: &[(&str, &[&str])] = &[
     ("sync", &[]),
+    ("audit", &[]),
     ("secret", &["sync"]),
     ("diag", &["secret"]),
     ("uri_template", &[]),
@@ -49,6 +50,7 @@ const ALLOWED: &[(&str, &[&str])] = &[
     (
         "server",
         &[
+            "audit",
             "catalog",
             "content",
             "duration",

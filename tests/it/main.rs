@@ -6,6 +6,7 @@
 mod common;
 
 mod architecture;
+mod audit;
 mod bounds;
 mod check;
 mod cli;

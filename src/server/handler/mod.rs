@@ -246,7 +246,8 @@ impl ServerHandler for Handler {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        self.observed(&context, "tools/call", Target::Tool(&request.name), self.run_tool(&request, &context)).await
+        let observed = ("tools/call", Target::Tool(&request.name), request.arguments.as_ref());
+        self.observed_with(&context, observed, self.run_tool(&request, &context)).await
     }
 
     async fn get_task(
@@ -297,7 +298,8 @@ impl ServerHandler for Handler {
         request: GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        self.observed(&context, "prompts/get", Target::Prompt(&request.name), async {
+        let observed = ("prompts/get", Target::Prompt(&request.name), request.arguments.as_ref());
+        self.observed_with(&context, observed, async {
             let snapshot = self.view()?;
             let binding = Binding { method: "prompts/get", name: &request.name, arguments: request.arguments.as_ref() };
             let steps =

@@ -7,6 +7,7 @@ use std::future::Future;
 use std::time::Instant;
 
 use rmcp::ErrorData;
+use rmcp::model::JsonObject;
 use rmcp::service::{RequestContext, RoleServer};
 
 use super::{Handler, modern};
@@ -26,6 +27,17 @@ impl Handler {
         target: Target<'_>,
         work: impl Future<Output = Result<T, ErrorData>>,
     ) -> Result<T, ErrorData> {
+        self.observed_with(context, (method, target, None), work).await
+    }
+
+    /// [`Handler::observed`] for a request with `arguments` (their digest goes
+    /// to the audit log, if one is kept).
+    pub(super) async fn observed_with<T: Outcome>(
+        &self,
+        context: &RequestContext<RoleServer>,
+        (method, target, arguments): (&'static str, Target<'_>, Option<&JsonObject>),
+        work: impl Future<Output = Result<T, ErrorData>>,
+    ) -> Result<T, ErrorData> {
         let over_http = context.extensions.get::<axum::http::request::Parts>().is_some();
         let network_transport = if over_http { metrics::Transport::Tcp } else { metrics::Transport::Pipe };
         let version = context.protocol_version();
@@ -42,6 +54,11 @@ impl Handler {
             _ => None,
         };
         let started = Instant::now();
+        let named = match &target {
+            Target::Tool(name) | Target::Prompt(name) | Target::Resource(name) => Some(*name),
+            Target::None => None,
+        };
+        let resource = matches!(target, Target::Resource(_));
         let result = trace::traced(context, method, target, work).await;
         let error_type = match &result {
             Ok(answer) if answer.is_tool_error() => metrics::Ending::ToolError,
@@ -56,6 +73,32 @@ impl Handler {
             network_transport,
         };
         metrics::operation(&labels, started.elapsed());
+        if let Some(audit) = self.shared.audit.get() {
+            let caller = self.owner(context);
+            let (outcome, code) = match &result {
+                Ok(answer) if answer.is_tool_error() => ("tool_error", None),
+                Ok(_) => ("ok", None),
+                Err(error) => ("error", Some(error.code.0)),
+            };
+            // A resource template's URI carries values: only its digest.
+            let fixed = |uri: &str| self.shared.snapshot().catalog.resource(uri).is_some();
+            let (name, uri_sha256) = match named {
+                Some(uri) if resource && !fixed(uri) => (None, Some(crate::audit::sha256(uri.as_bytes()))),
+                other => (other, None),
+            };
+            audit.record(crate::audit::Entry {
+                time: crate::audit::now(),
+                caller: &caller,
+                method,
+                name,
+                uri_sha256,
+                outcome,
+                code,
+                duration_ms: crate::audit::millis(started.elapsed()),
+                arguments_sha256: crate::audit::arguments_sha256(arguments),
+                dropped: None,
+            });
+        }
         result
     }
 }
