@@ -255,6 +255,14 @@ pub enum InputKind {
         /// The form, as declared.
         schema: Value,
     },
+    /// Send the user to a page (URL-mode elicitation: a payment, a sign-in);
+    /// the answer (accept, decline or cancel) becomes `elicited`.
+    ElicitUrl {
+        /// The message's template.
+        message: String,
+        /// The page's template (rendered and checked to be an http(s) URL).
+        url: String,
+    },
     /// Ask the client's model; the reply becomes `sampled`.
     Sample {
         /// Roles and text templates.
@@ -272,9 +280,20 @@ impl InputKind {
     /// The MCP method that asks it.
     pub fn method(&self) -> &'static str {
         match self {
-            InputKind::Elicit { .. } => "elicitation/create",
+            InputKind::Elicit { .. } | InputKind::ElicitUrl { .. } => "elicitation/create",
             InputKind::Sample { .. } => "sampling/createMessage",
             InputKind::Roots => "roots/list",
+        }
+    }
+
+    /// The client capability it needs: `elicitation`, `elicitation.url`
+    /// (its `url` mode), `sampling` or `roots`.
+    pub fn capability(&self) -> &'static str {
+        match self {
+            InputKind::Elicit { .. } => "elicitation",
+            InputKind::ElicitUrl { .. } => "elicitation.url",
+            InputKind::Sample { .. } => "sampling",
+            InputKind::Roots => "roots",
         }
     }
 }

@@ -354,9 +354,15 @@ pub struct ElicitStepSpec {
     pub optional: Option<bool>,
     /// A template of what to ask the user.
     pub message: String,
-    /// The form: a flat JSON Schema object of primitive properties.
-    #[serde(rename = "requestedSchema")]
-    pub requested_schema: Map<String, Value>,
+    /// The form: a flat JSON Schema object of primitive properties (or `url`).
+    #[serde(default, rename = "requestedSchema")]
+    pub requested_schema: Option<Map<String, Value>>,
+    /// Instead of a form, a page to send the user to (a template, e.g.
+    /// `https://shop.example/pay?order={{ order }}`): URL-mode elicitation, for
+    /// what must not pass through the client (a payment, a sign-in). The
+    /// answer says whether the user went (`accept`), not what they entered.
+    #[serde(default)]
+    pub url: Option<String>,
 }
 
 /// A `sample` step.

@@ -45,6 +45,15 @@ pub struct Question {
     pub params: Value,
 }
 
+impl Question {
+    /// The client capability it needs (see [`capability`]); a URL-mode
+    /// elicitation needs `elicitation.url`.
+    pub fn capability(&self) -> Option<&'static str> {
+        let url = self.params.get("mode").and_then(Value::as_str) == Some("url");
+        if url && self.method == "elicitation/create" { Some("elicitation.url") } else { capability(self.method) }
+    }
+}
+
 /// Why [`Client::ask`] gave no answer to every question.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Unanswered {
@@ -71,7 +80,7 @@ pub trait Client: Send + Sync {
     /// [`fits`] its question may be returned.
     fn ask(&self, questions: Vec<Question>) -> ClientFuture<'_, Result<Map<String, Value>, Unanswered>>;
     /// Whether the client declared the capability a question's `method` needs.
-    fn can_answer(&self, method: &str) -> bool;
+    fn can_answer(&self, capability: &str) -> bool;
     /// Whether the client cancelled the call.
     fn cancelled(&self) -> bool;
     /// Completes when the client cancels the call (never, if it does not).
@@ -114,6 +123,8 @@ pub fn fits(question: &Question, answer: &Value) -> Result<(), String> {
         "elicitation/create" => {
             let action = field("action").and_then(Value::as_str);
             match action {
+                // A URL-mode answer has no content: the user went to the page, or not.
+                Some("accept") if question.params.get("mode").and_then(Value::as_str) == Some("url") => Ok(()),
                 Some("accept") => {
                     let Some(content @ Value::Object(_)) = field("content") else {
                         return Err(format!("the accepted answer to `{}` has no `content` object", question.key));
@@ -208,7 +219,7 @@ impl Client for NoClient {
         Box::pin(std::future::ready(Err(Unanswered::Failed(what.to_owned()))))
     }
 
-    fn can_answer(&self, _method: &str) -> bool {
+    fn can_answer(&self, _capability: &str) -> bool {
         false
     }
 
@@ -337,7 +348,9 @@ pub async fn run(
                 let inputs = step.inputs();
                 let mut questions = Vec::new();
                 for input in inputs {
-                    if answers.contains_key(&input.key) || (input.optional && !client.can_answer(input.kind.method())) {
+                    if answers.contains_key(&input.key)
+                        || (input.optional && !client.can_answer(input.kind.capability()))
+                    {
                         continue;
                     }
                     questions.push(at.question(input, context).await?);
@@ -374,7 +387,7 @@ fn record(context: &mut BTreeMap<String, TemplateValue>, inputs: &[Input], answe
     for input in inputs {
         let Some(answer) = answers.get(&input.key) else { continue };
         let (name, value) = match input.kind {
-            InputKind::Elicit { .. } => ("elicited", answer),
+            InputKind::Elicit { .. } | InputKind::ElicitUrl { .. } => ("elicited", answer),
             InputKind::Sample { .. } => ("sampled", answer),
             InputKind::Roots => ("roots", answer.get("roots").unwrap_or(&Value::Null)),
         };
@@ -438,6 +451,22 @@ impl StepAt<'_> {
         let params = match &input.kind {
             InputKind::Elicit { message, schema } => {
                 json!({"mode": "form", "message": self.render(message, context).await?, "requestedSchema": schema})
+            }
+            InputKind::ElicitUrl { message, url } => {
+                let url = self.render(url, context).await?;
+                let page = url::Url::parse(url.trim()).ok().filter(|page| matches!(page.scheme(), "https" | "http"));
+                let Some(page) = page else {
+                    return Err(Stopped::Failed(format!(
+                        "{}, step {}: `elicit.url` rendered `{url}`, which is not an http(s) URL",
+                        self.owner, self.number
+                    )));
+                };
+                json!({
+                    "mode": "url",
+                    "message": self.render(message, context).await?,
+                    "url": page.as_str(),
+                    "elicitationId": uuid::Uuid::new_v4().to_string(),
+                })
             }
             InputKind::Sample { messages, max_tokens, system } => {
                 let mut conversation = Vec::with_capacity(messages.len());

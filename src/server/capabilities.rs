@@ -4,11 +4,12 @@
 
 use rmcp::model::ClientCapabilities;
 
-/// Whether `declared` holds `capability` (`elicitation`, `sampling`, `roots`:
+/// Whether `declared` holds `capability` (`elicitation`, `elicitation.url`, `sampling`, `roots`:
 /// see `run::steps::capability`).
 pub(crate) fn has_capability(declared: &ClientCapabilities, capability: &str) -> bool {
     match capability {
         "elicitation" => declared.elicitation.is_some(),
+        "elicitation.url" => declared.elicitation.as_ref().is_some_and(|elicitation| elicitation.url.is_some()),
         "sampling" => declared.sampling.is_some(),
         "roots" => declared.roots.is_some(),
         _ => false,

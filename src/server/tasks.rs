@@ -35,7 +35,7 @@ use super::snapshot::Asked;
 use crate::catalog::model::LogLevel;
 use crate::catalog::{Catalog, Tool};
 use crate::replicas::Replicas;
-use crate::run::steps::{self, Client, ClientFuture, Question, Resume, Unanswered};
+use crate::run::steps::{Client, ClientFuture, Question, Resume, Unanswered};
 use crate::run::{self, Halted, ToolOutcome};
 
 pub use crate::task_store::{
@@ -391,8 +391,8 @@ impl Client for TaskClient {
         })
     }
 
-    fn can_answer(&self, method: &str) -> bool {
-        steps::capability(method).is_some_and(|capability| has_capability(&self.capabilities, capability))
+    fn can_answer(&self, capability: &str) -> bool {
+        has_capability(&self.capabilities, capability)
     }
 
     fn cancelled(&self) -> bool {

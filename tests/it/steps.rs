@@ -31,6 +31,13 @@ tools:
             message: What is your name?
             requestedSchema: { type: object, properties: { name: { type: string } }, required: [name] }
       text: "{% if elicited.action == 'accept' %}Hello {{ elicited.content.name }}{% else %}No name ({{ elicited.action }}){% endif %}"
+  - name: pay
+    description: Sends the user to pay.
+    inputSchema: { type: object, properties: { order: { type: string } }, required: [order] }
+    run:
+      steps:
+        - elicit: { url: "https://shop.example/pay?order={{ order }}", message: "Pay for order {{ order }}" }
+      text: "payment {{ elicited.action }}"
   - name: ask
     description: Asks the client's model.
     inputSchema: { type: object, properties: { question: { type: string } }, required: [question] }
@@ -118,6 +125,41 @@ fn elicitation_asks_the_client_and_uses_the_answer() {
     let ask = server_request(&mut server, "elicitation/create");
     server.send(&json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"action": "decline"}}));
     assert_eq!(text(&server.response(&json!(51))["result"]), "No name (decline)");
+}
+
+#[test]
+fn url_elicitation_sends_the_user_to_a_page_and_says_whether_they_went() {
+    let (_dir, mut server) = start(json!({"elicitation": {"form": {}, "url": {}}}));
+    server.send(&json!({"jsonrpc": "2.0", "id": 52, "method": "tools/call",
+        "params": {"name": "pay", "arguments": {"order": "A7"}}}));
+    let ask = server_request(&mut server, "elicitation/create");
+    let params = &ask["params"];
+    assert_eq!(
+        (params["mode"].as_str(), params["url"].as_str()),
+        (Some("url"), Some("https://shop.example/pay?order=A7"))
+    );
+    assert_eq!(params["message"], "Pay for order A7");
+    assert!(params["elicitationId"].as_str().is_some_and(|id| !id.is_empty()), "{ask}");
+    server.send(&json!({"jsonrpc": "2.0", "id": ask["id"], "result": {"action": "accept"}}));
+    assert_eq!(text(&server.response(&json!(52))["result"]), "payment accept");
+
+    // A client whose elicitation has no `url` mode is not sent one.
+    let (_dir, mut server) = start(json!({"elicitation": {"form": {}}}));
+    let result = server.result("tools/call", json!({"name": "pay", "arguments": {"order": "A7"}}));
+    assert_eq!(result["isError"], true, "{result}");
+    assert!(text(&result).contains("elicitation.url"), "{result}");
+
+    // On 2026-07-28 the missing capability is said before anything runs.
+    let dir = TempDir::new("steps-url-2026");
+    let path = dir.write("catalog.yaml", CATALOG);
+    let mut server = Server::start(&path, &[]);
+    let meta = common::meta_2026(json!({"elicitation": {}}));
+    let error = server.error("tools/call", json!({"name": "pay", "arguments": {"order": "A7"}, "_meta": meta}));
+    assert_eq!(error["code"], -32021, "{error}");
+    assert_eq!(error["data"]["requiredCapabilities"]["elicitation"]["url"], json!({}), "{error}");
+    let meta = common::meta_2026(json!({"elicitation": {"url": {}}}));
+    let asked = server.result("tools/call", json!({"name": "pay", "arguments": {"order": "A7"}, "_meta": meta}));
+    assert_eq!(asked["inputRequests"]["step1"]["params"]["mode"], "url", "{asked}");
 }
 
 #[test]

@@ -253,18 +253,46 @@ impl Builder<'_> {
         let kind = if let Some(elicit) = &spec.elicit {
             let message =
                 self.inline(name("elicit/message"), &elicit.message, origin, &format!("{below}/elicit/message"), scope);
-            if elicit.requested_schema.get("type").and_then(Value::as_str) != Some("object") {
-                let location = self.assembled.locate(origin, &format!("{below}/elicit/requestedSchema"));
-                self.error("step", location, "`requestedSchema` must have `type: object` at the top").hint = Some(
-                    "an elicitation form is an object of primitive properties: `type: object` with `properties:`"
-                        .to_owned(),
-                );
-                None
-            } else {
-                message.map(|message| InputKind::Elicit {
-                    message,
-                    schema: Value::Object(elicit.requested_schema.clone()),
-                })
+            match (&elicit.requested_schema, &elicit.url) {
+                (Some(_), Some(_)) | (None, None) => {
+                    let location = self.assembled.locate_key(origin, &format!("{below}/elicit"));
+                    let message = if elicit.url.is_some() {
+                        "an `elicit` step has both `requestedSchema` and `url`"
+                    } else {
+                        "an `elicit` step needs `requestedSchema` (a form) or `url` (a page)"
+                    };
+                    self.error("step", location, message).hint = Some(
+                        "a form asks for values (`requestedSchema:`); `url:` sends the user to a page and says only whether they went"
+                            .to_owned(),
+                    );
+                    None
+                }
+                (None, Some(url)) => {
+                    let page = self.inline(name("elicit/url"), url, origin, &format!("{below}/elicit/url"), scope);
+                    let written = url.trim_start();
+                    if !written.starts_with("https://") && !written.starts_with("http://") && !written.starts_with("{{")
+                    {
+                        let location = self.assembled.locate(origin, &format!("{below}/elicit/url"));
+                        self.error("step", location, format!("`elicit.url` `{url}` is not an http(s) URL")).hint = Some(
+                            "write the page's full address, e.g. `https://shop.example/pay?order={{ order }}`"
+                                .to_owned(),
+                        );
+                        None
+                    } else {
+                        message.zip(page).map(|(message, url)| InputKind::ElicitUrl { message, url })
+                    }
+                }
+                (Some(schema), None) if schema.get("type").and_then(Value::as_str) != Some("object") => {
+                    let location = self.assembled.locate(origin, &format!("{below}/elicit/requestedSchema"));
+                    self.error("step", location, "`requestedSchema` must have `type: object` at the top").hint = Some(
+                        "an elicitation form is an object of primitive properties: `type: object` with `properties:`"
+                            .to_owned(),
+                    );
+                    None
+                }
+                (Some(schema), None) => {
+                    message.map(|message| InputKind::Elicit { message, schema: Value::Object(schema.clone()) })
+                }
             }
         } else if let Some(sample) = &spec.sample {
             let mut messages = Vec::new();

@@ -95,7 +95,7 @@ impl Client for Recorder {
         Box::pin(std::future::ready(result))
     }
 
-    fn can_answer(&self, _method: &str) -> bool {
+    fn can_answer(&self, _capability: &str) -> bool {
         self.can
     }
 

@@ -31,9 +31,13 @@ impl Handler {
         let declared = context.meta.client_capabilities().unwrap_or_default();
         let mut missing = serde_json::Map::new();
         for input in run::steps::needed(steps, &resume) {
-            let Some(capability) = run::steps::capability(input.kind.method()) else { continue };
+            let capability = input.kind.capability();
             if !has_capability(&declared, capability) {
-                missing.insert(capability.to_owned(), json!({}));
+                match capability.split_once('.') {
+                    // `elicitation.url`: `{"elicitation": {"url": {}}}`.
+                    Some((outer, inner)) => missing.insert(outer.to_owned(), json!({ inner: {} })),
+                    None => missing.insert(capability.to_owned(), json!({})),
+                };
             }
         }
         if !missing.is_empty() {

@@ -28,10 +28,10 @@ impl RequestClient<'_> {
     /// Asks one question with a server-to-client request (legacy sessions);
     /// the answer as JSON.
     async fn request(&self, question: &Question) -> Result<serde_json::Value, String> {
-        let Some(capability) = run::steps::capability(question.method) else {
+        let Some(capability) = question.capability() else {
             return Err(format!("`{}` is not a question carte asks", question.method));
         };
-        if !self.can_answer(question.method) {
+        if !self.can_answer(capability) {
             return Err(format!("the client does not support {capability} (it did not declare the capability)"));
         }
         let peer = &self.context.peer;
@@ -109,8 +109,7 @@ impl Client for RequestClient<'_> {
         })
     }
 
-    fn can_answer(&self, method: &str) -> bool {
-        let Some(capability) = run::steps::capability(method) else { return false };
+    fn can_answer(&self, capability: &str) -> bool {
         if self.answers.is_some() {
             let declared = self.context.meta.client_capabilities().unwrap_or_default();
             return has_capability(&declared, capability);
