@@ -3,6 +3,7 @@
 //! to `carte call`, `prompt`, `read` and `complete`.
 
 pub(crate) mod arguments;
+pub(crate) mod logging;
 
 use std::path::PathBuf;
 
@@ -257,11 +258,30 @@ carte complete catalog.yaml plan_day room")]
         /// The resource's URI.
         uri: String,
     },
+    /// Write a catalog from another description of an API (to stdout).
+    Import {
+        #[command(subcommand)]
+        source: Import,
+    },
     /// Print the JSON Schema of the catalog format (for editors: yaml-language-server).
     Schema {
         /// Print the catalog reference (every key, as Markdown) instead: the book's "Every key" page.
         #[arg(long)]
         markdown: bool,
+    },
+}
+
+/// What `carte import` reads.
+#[derive(Subcommand)]
+pub(crate) enum Import {
+    /// An OpenAPI 3 description (YAML or JSON): an `apis:` entry and one
+    /// `http` tool per operation, e.g. `carte import openapi spec.yaml > catalog.yaml`.
+    Openapi {
+        /// The OpenAPI file.
+        spec: PathBuf,
+        /// The api's name in `apis:` (default: from the description's title).
+        #[arg(long, value_name = "NAME")]
+        api: Option<String>,
     },
 }
 

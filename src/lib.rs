@@ -29,6 +29,7 @@
 //!   code, on scratch databases (`carte test`);
 //! - [`preview`]: the author's page (`carte preview`, `serve --preview`):
 //!   the menu, the last check's diagnostics, forms to try it, examples;
+//! - [`import`]: `carte import openapi`, a catalog written from an OpenAPI description;
 //! - [`reload`]: watching the catalog's files, loading the next snapshot,
 //!   swapping it in and announcing what changed.
 //!
@@ -49,6 +50,7 @@ pub mod diag;
 pub mod duration;
 pub mod effect;
 pub mod examples;
+pub mod import;
 pub mod live;
 pub mod metrics;
 pub mod preview;

@@ -23,11 +23,11 @@ use cli::arguments::{
     Arguments, Target, check_argument_names, check_name, check_required, completion_target, list_kind, split_pair,
     tool_arguments, typed_argument,
 };
-use cli::{Cli, Command, Format, LogFormat};
+use cli::{Cli, Command, Format};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let traces = init_logging(cli.log_format);
+    let traces = cli::logging::init(cli.log_format);
     let code = match run(cli) {
         Ok(code) => code,
         Err(err) => {
@@ -39,47 +39,6 @@ fn main() -> ExitCode {
         traces.shutdown();
     }
     code
-}
-
-/// Logs to stderr, and traces to an OTLP collector when the environment
-/// names one (see `carte::telemetry`): the exporter, to flush at exit.
-fn init_logging(format: LogFormat) -> Option<carte::telemetry::Tracing> {
-    use carte::telemetry::TARGET;
-    use std::io::IsTerminal as _;
-    use tracing_subscriber::Layer as _;
-    use tracing_subscriber::filter::{LevelFilter, Targets};
-    use tracing_subscriber::layer::SubscriberExt as _;
-    use tracing_subscriber::util::SubscriberInitExt as _;
-    let (traces, trace_problem) = match carte::telemetry::Tracing::from_env() {
-        Ok(traces) => (traces, None),
-        Err(problem) => (None, Some(problem)),
-    };
-    let filter = tracing_subscriber::EnvFilter::try_from_env("CARTE_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=error"));
-    let filter = carte::telemetry::gate(filter, traces.is_some());
-    let logs = tracing_subscriber::fmt::layer().with_writer(|| RedactedStderr(std::io::stderr())).with_target(false);
-    let logs = match format {
-        LogFormat::Json => logs.json().boxed(),
-        LogFormat::Text => logs.with_ansi(std::io::stderr().is_terminal()).boxed(),
-    };
-    // The spans for export are never log lines (off, the global filter disabled them already).
-    let logs = match traces {
-        Some(_) => logs
-            .with_filter(Targets::new().with_default(LevelFilter::TRACE).with_target(TARGET, LevelFilter::OFF))
-            .boxed(),
-        None => logs,
-    };
-    // A client that leaves is not an error (see `server::logs`).
-    tracing_subscriber::registry()
-        .with(filter)
-        .with(carte::server::logs::ClientGone)
-        .with(traces.as_ref().map(|traces| traces.layer()))
-        .with(logs)
-        .init();
-    if let Some(problem) = trace_problem {
-        tracing::warn!("traces are off: {problem}");
-    }
-    traces
 }
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
@@ -206,6 +165,17 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Check { catalogs, format, watch: true } => check_watch(&catalogs, format),
         Command::Check { catalogs, format, watch: false } => Ok(check(&catalogs, format).0),
         Command::Preview { catalog, http } => preview(&catalog, &http),
+        Command::Import { source: cli::Import::Openapi { spec, api } } => {
+            let text = std::fs::read_to_string(&spec).with_context(|| format!("cannot read {}", spec.display()))?;
+            match carte::import::openapi(&text, api.as_deref()) {
+                Ok(catalog) => print!("{catalog}"),
+                Err(err) => {
+                    eprintln!("carte: {}: {err}", spec.display());
+                    return Ok(ExitCode::from(1));
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Test { catalogs, format, filter } => test(&catalogs, format, filter.as_deref()),
         Command::List { catalog, kind, toolset } => {
             let Some(snapshot) = load_or_report(&catalog) else { return Ok(ExitCode::from(1)) };
@@ -578,21 +548,4 @@ fn print_json(value: &Value) {
     // A closed stdout (`carte list … | head`) ends the output, not carte with a panic.
     let text = serde_json::to_string_pretty(value).unwrap_or_default();
     let _ = std::io::Write::write_all(&mut std::io::stdout(), format!("{}\n", carte::secret::redact(&text)).as_bytes());
-}
-
-/// stderr for `tracing`, with secrets from `${VAR}` hidden: each event is
-/// formatted whole and written in one call, so a secret is never split
-/// across two writes.
-struct RedactedStderr(std::io::Stderr);
-
-impl std::io::Write for RedactedStderr {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let text = String::from_utf8_lossy(buf);
-        self.0.write_all(carte::secret::redact(&text).as_bytes())?;
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.0.flush()
-    }
 }

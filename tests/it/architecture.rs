@@ -30,6 +30,7 @@ use std::path::{Path, PathBuf};
 const ALLOWED: &[(&str, &[&str])] = &[
     ("sync", &[]),
     ("audit", &[]),
+    ("import", &[]),
     ("secret", &["sync"]),
     ("diag", &["secret"]),
     ("uri_template", &[]),

@@ -17,6 +17,7 @@ mod effect_command;
 mod effect_http;
 mod examples;
 mod http;
+mod import;
 mod jq;
 mod live_resources;
 mod mcp_headers;
