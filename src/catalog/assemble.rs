@@ -69,6 +69,8 @@ pub struct Assembled {
     pub server: Option<Declared<ServerSpec>>,
     /// `data:` of every file, merged key by key.
     pub data: Map<String, Value>,
+    /// The root file's `skills:` folder, as written.
+    pub skills: Option<Declared<String>>,
     /// The effects' blocks (`databases:`, `apis:`), each entry by name.
     pub blocks: Blocks<Gathered>,
     /// Toolsets by name: the tool names each lists.
@@ -286,6 +288,21 @@ fn merge(
                     "`server:` belongs in the root catalog, not in an included file",
                 )
                 .with_hint("move this block to the catalog file you pass to `carte serve`"),
+            );
+        }
+    }
+    if let Some(skills) = file.skills {
+        let origin = Origin::new(file_idx, "/skills");
+        if is_root {
+            assembled.skills = Some(Declared { origin, spec: skills });
+        } else {
+            diagnostics.push(
+                Diagnostic::error(
+                    "skills-in-include",
+                    assembled.locate_key(&origin, ""),
+                    "`skills:` belongs in the root catalog, not in an included file",
+                )
+                .with_hint("move it to the catalog file you pass to `carte serve`"),
             );
         }
     }

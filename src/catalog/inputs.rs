@@ -9,8 +9,9 @@ use std::path::{Path, PathBuf};
 pub struct Inputs {
     /// Every file read: catalog files, templates, `file:` resources, media.
     pub files: Vec<PathBuf>,
-    /// Templates folders (whether or not they exist yet): one per catalog.
-    pub templates: Vec<PathBuf>,
+    /// Folders where any change matters (whether or not they exist yet):
+    /// the templates folder, the skills folder.
+    pub trees: Vec<PathBuf>,
     /// The `include:` patterns, resolved.
     pub includes: Vec<IncludePattern>,
     /// What each file held when it was read, in reading order (a file read
@@ -31,7 +32,7 @@ impl Inputs {
             }
         }
         add(&mut self.files, other.files);
-        add(&mut self.templates, other.templates);
+        add(&mut self.trees, other.trees);
         add(&mut self.includes, other.includes);
         add(&mut self.contents, other.contents);
     }

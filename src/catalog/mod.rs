@@ -54,6 +54,8 @@ pub use model::Role;
 pub struct Catalog {
     /// Whether the server or a tool has a `rateLimit` (calls are counted).
     pub rate_limited: bool,
+    /// The `skills:` folder, if any (the server reads the skills in it).
+    pub skills: Option<std::path::PathBuf>,
     /// `serverInfo` and `instructions`.
     pub server: ServerInfo,
     /// Tools in declaration order.

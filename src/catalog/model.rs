@@ -34,6 +34,11 @@ pub struct CatalogFile {
     /// Free-form values; every template sees them as `data`.
     #[serde(default)]
     pub data: Option<Map<String, Value>>,
+    /// A folder of skills (relative to this file): each folder below it with a
+    /// `SKILL.md` is a skill, served with MCP's skills extension (`skills/list`,
+    /// `skills/get`, its files as `skill://…` resources) and reloaded when it changes.
+    #[serde(default)]
+    pub skills: Option<String>,
     /// The effects' own blocks (`databases:`, `apis:`), each declared by
     /// its effect (see `effect::Block`).
     #[serde(flatten)]

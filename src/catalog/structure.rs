@@ -85,6 +85,8 @@ pub struct Entries {
     pub include: Vec<String>,
     /// `data:`.
     pub data: Map<String, Value>,
+    /// `skills:`.
+    pub skills: Option<String>,
     /// The effects' blocks (`databases:`, `apis:`).
     pub blocks: Blocks<Written>,
     /// `toolsets:`.
@@ -135,6 +137,7 @@ impl Entries {
             server: file.server,
             include: file.include.map(|i| i.patterns().into_iter().map(str::to_owned).collect()).unwrap_or_default(),
             data: file.data.unwrap_or_default(),
+            skills: file.skills,
             blocks: file.blocks.into_written(),
             toolsets: file.toolsets.unwrap_or_default(),
             tools: file.tools.unwrap_or_default().into_iter().enumerate().collect(),
@@ -284,6 +287,9 @@ fn salvage(value: &Value, findings: &Findings) -> (Entries, bool) {
     let readable = |section: &str| !broken_sections.contains(section);
     if readable("server") {
         entries.server = value.get("server").and_then(read);
+    }
+    if readable("skills") {
+        entries.skills = value.get("skills").and_then(read);
     }
     if readable("include") {
         entries.include = value

@@ -96,7 +96,7 @@ impl Interest {
             }
             interest.files.insert(file);
         }
-        for templates in &inputs.templates {
+        for templates in &inputs.trees {
             interest.trees.push(absolute(templates));
         }
         for include in &inputs.includes {
@@ -257,7 +257,7 @@ mod tests {
     fn only_the_catalogs_paths_matter() {
         let inputs = Inputs {
             files: vec![PathBuf::from("/srv/c/catalog.yaml"), PathBuf::from("/srv/c/tools/a.yaml")],
-            templates: vec![PathBuf::from("/srv/c/templates")],
+            trees: vec![PathBuf::from("/srv/c/templates")],
             includes: vec![IncludePattern { folder: "/srv/c/tools".into(), pattern: "/srv/c/tools/*.yaml".into() }],
             contents: Vec::new(),
         };

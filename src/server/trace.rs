@@ -120,4 +120,6 @@ impl Outcome for rmcp::model::ListToolsResult {}
 impl Outcome for rmcp::model::ListPromptsResult {}
 impl Outcome for rmcp::model::ListResourcesResult {}
 impl Outcome for rmcp::model::ListResourceTemplatesResult {}
+impl Outcome for rmcp::model::ListSkillsResult {}
+impl Outcome for rmcp::model::GetSkillResult {}
 impl Outcome for rmcp::model::CompleteResult {}

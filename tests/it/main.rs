@@ -38,6 +38,7 @@ mod resource_effects;
 mod runners;
 mod schema;
 mod secrets;
+mod skills;
 mod sql;
 mod sql_rollback;
 mod stateless;

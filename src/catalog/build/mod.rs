@@ -112,7 +112,8 @@ pub fn build(
     builder.check_prompt_resources(&resources, &resource_templates);
     let examples = builder.examples(&tools, &prompts, (&resources, &resource_templates));
     let data = crate::render::data_value(&assembled.data);
-    builder.inputs.templates = vec![builder.configured_templates_dir()];
+    builder.inputs.trees = vec![builder.configured_templates_dir()];
+    let skills = builder.skills();
     let inputs = builder.inputs.clone();
     let Builder { sources, blocks, url_templates, .. } = builder;
     let blocks = Blocks::build(&mut KeepBlocks(blocks));
@@ -123,6 +124,7 @@ pub fn build(
     let rate_limited = server.rate_limit.is_some() || tools.iter().any(|tool| tool.rate_limit.is_some());
     Some(Catalog {
         rate_limited,
+        skills,
         server,
         tools,
         prompts,

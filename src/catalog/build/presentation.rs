@@ -90,6 +90,21 @@ impl Builder<'_> {
         }
     }
 
+    /// The `skills:` folder, which must exist; watched for changes.
+    pub(super) fn skills(&mut self) -> Option<std::path::PathBuf> {
+        let declared = self.assembled.skills.as_ref()?;
+        let folder = self.assembled.base_dir(&declared.origin).join(&declared.spec);
+        if !folder.is_dir() {
+            let location = self.assembled.locate(&declared.origin, "");
+            self.error("skills", location, format!("the skills folder `{}` does not exist", declared.spec)).hint = Some(
+                "paths are relative to the catalog file; each skill is a folder in it with a `SKILL.md`".to_owned(),
+            );
+            return None;
+        }
+        self.inputs.trees.push(folder.clone());
+        Some(folder)
+    }
+
     /// Reports `problems` found below `below` (an entry's key).
     pub(super) fn report(&mut self, code: &'static str, problems: Vec<Problem>, origin: &Origin, below: &str) {
         for problem in problems {

@@ -186,6 +186,48 @@ impl ServerHandler for Handler {
         self.shared.snapshot().info.clone()
     }
 
+    /// `skills/list` (the skills extension): the catalog's `skills:` folder.
+    async fn list_skills(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ListSkillsResult, ErrorData> {
+        self.observed(&context, "skills/list", Target::None, async {
+            Ok(self.shared.snapshot().skills.as_ref().map(|skills| skills.list_skills()).unwrap_or_default())
+        })
+        .await
+    }
+
+    /// `skills/get`: one skill's manifest.
+    async fn get_skill(
+        &self,
+        request: rmcp::model::GetSkillRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetSkillResult, ErrorData> {
+        self.observed(&context, "skills/get", Target::Resource(&request.uri), async {
+            match &self.shared.snapshot().skills {
+                Some(skills) => skills.get_skill(&request.uri),
+                None => Err(ErrorData::invalid_params(format!("no skill at `{}`", request.uri), None)),
+            }
+        })
+        .await
+    }
+
+    /// `resources/directory/read`: a skill folder's entries.
+    async fn read_resource_directory(
+        &self,
+        request: rmcp::model::ReadResourceDirectoryRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::ReadResourceDirectoryResult, ErrorData> {
+        self.observed(&context, "resources/directory/read", Target::Resource(&request.uri), async {
+            match &self.shared.snapshot().skills {
+                Some(skills) => skills.read_resource_directory(&request.uri),
+                None => Err(ErrorData::invalid_params(format!("`{}` is not a directory", request.uri), None)),
+            }
+        })
+        .await
+    }
+
     /// `server/discover`, with how long clients may keep it (`server.cache`).
     async fn discover(&self, _context: RequestContext<RoleServer>) -> Result<rmcp::model::DiscoverResult, ErrorData> {
         let snapshot = self.shared.snapshot();

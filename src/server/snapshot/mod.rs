@@ -13,6 +13,7 @@
 //! Requests reach the snapshot through a [`View`] (in [`view`]): the
 //! snapshot as one client sees it, every tool or one toolset's.
 
+use rmcp::handler::server::skill_catalog::SkillCatalog;
 use std::sync::Arc;
 
 use rmcp::ErrorData;
@@ -126,6 +127,8 @@ const MAX_COMPLETIONS: usize = 100;
 
 /// A catalog and its MCP forms, built once.
 pub struct Snapshot {
+    /// The skills of the catalog's `skills:` folder, as read when this was built.
+    pub(in crate::server) skills: Option<Arc<SkillCatalog>>,
     /// The catalog.
     pub catalog: Arc<Catalog>,
     /// What `initialize` answers (serverInfo, capabilities, instructions).
@@ -175,6 +178,16 @@ impl Snapshot {
         } else {
             capabilities
         };
+        // The skills extension, when the catalog has a skills folder (read whole, here).
+        let skills = catalog.skills.as_ref().and_then(|folder| match SkillCatalog::from_dir(folder) {
+            Ok(skills) => Some(Arc::new(skills)),
+            Err(err) => {
+                tracing::warn!("the skills in {} are not served: {err}", folder.display());
+                None
+            }
+        });
+        let capabilities =
+            if skills.is_some() { capabilities.enable_skills_with_directory_read() } else { capabilities };
         let capabilities = capabilities.build();
         let server = &catalog.server;
         let mut implementation = Implementation::new(server.name.clone(), server.version.clone());
@@ -213,6 +226,7 @@ impl Snapshot {
         let resource_steps = catalog.resources.iter().any(|r| !r.steps.is_empty())
             || catalog.resource_templates.iter().any(|t| !t.steps.is_empty());
         let mut snapshot = Snapshot {
+            skills,
             resource_steps,
             catalog: Arc::new(catalog),
             info,
@@ -362,6 +376,9 @@ impl Snapshot {
         resume: Resume,
     ) -> Result<Asked<rmcp::model::ReadResourceResult>, ErrorData> {
         check_uri_length(uri)?;
+        if let Some(read) = self.read_skill(uri) {
+            return read.map(Asked::Done);
+        }
         let caller = || client.render_caller();
         let found = self.find(uri, &caller).await;
         let found = found.map_err(|err| read_error(uri, err.into()))?.map_err(|err| read_error(uri, err))?;
@@ -386,6 +403,14 @@ impl Snapshot {
             result = result.with_ttl_ms(cache.ttl_ms).with_cache_scope(cache_scope(cache.scope));
         }
         Ok(Asked::Done(result))
+    }
+
+    /// A `skill://` URI's file, when the catalog has skills (`None`: not a skill's URI).
+    fn read_skill(&self, uri: &str) -> Option<Result<rmcp::model::ReadResourceResult, ErrorData>> {
+        let skills = self.skills.as_ref().filter(|_| uri.starts_with("skill://"))?;
+        Some(skills.read_resource(uri).ok_or_else(|| {
+            ErrorData::resource_not_found(format!("no skill file `{uri}`"), Some(json!({ "uri": uri })))
+        }))
     }
 
     /// What `uri` names (see [`crate::resource::find`], which renders a
@@ -432,6 +457,9 @@ impl Snapshot {
     /// `data.uri` (rmcp makes it -32602 for 2026-07-28 clients); a URI over
     /// [`MAX_URI_BYTES`] is -32602.
     pub fn read_resource_json(&self, uri: &str) -> Answer {
+        if let Some(read) = self.read_skill(uri) {
+            return answer(read.map(|result| json!({ "contents": result.contents })));
+        }
         answer(read(&self.catalog, uri).map(|contents| json!({ "contents": contents })))
     }
 
