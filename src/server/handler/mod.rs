@@ -177,6 +177,14 @@ fn removed(method: &str) -> ErrorData {
     )
 }
 
+impl Handler {
+    /// The current catalog's skills, or -32602 for `uri` when it has none.
+    fn skills(&self, uri: &str) -> Result<Arc<rmcp::handler::server::skill_catalog::SkillCatalog>, ErrorData> {
+        let skills = self.shared.snapshot().skills.clone();
+        skills.ok_or_else(|| ErrorData::invalid_params(format!("no skill at `{uri}`: this server has no skills"), None))
+    }
+}
+
 fn cursor(request: Option<PaginatedRequestParams>) -> Option<String> {
     request.and_then(|params| params.cursor)
 }
@@ -205,10 +213,7 @@ impl ServerHandler for Handler {
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::GetSkillResult, ErrorData> {
         self.observed(&context, "skills/get", Target::Resource(&request.uri), async {
-            match &self.shared.snapshot().skills {
-                Some(skills) => skills.get_skill(&request.uri),
-                None => Err(ErrorData::invalid_params(format!("no skill at `{}`", request.uri), None)),
-            }
+            self.skills(&request.uri)?.get_skill(&request.uri)
         })
         .await
     }
@@ -220,10 +225,7 @@ impl ServerHandler for Handler {
         context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::ReadResourceDirectoryResult, ErrorData> {
         self.observed(&context, "resources/directory/read", Target::Resource(&request.uri), async {
-            match &self.shared.snapshot().skills {
-                Some(skills) => skills.read_resource_directory(&request.uri),
-                None => Err(ErrorData::invalid_params(format!("`{}` is not a directory", request.uri), None)),
-            }
+            self.skills(&request.uri)?.read_resource_directory(&request.uri)
         })
         .await
     }
