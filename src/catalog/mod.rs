@@ -85,6 +85,9 @@ pub struct Catalog {
     resource_index: HashMap<String, usize>,
 }
 
+/// The tool clients search with under `server.discovery: search`.
+pub const FIND_TOOLS: &str = "find_tools";
+
 /// Who the server says it is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerInfo {
@@ -106,6 +109,8 @@ pub struct ServerInfo {
     pub cache: Option<presentation::Cache>,
     /// How many tool calls one caller may make in a while, all tools together.
     pub rate_limit: Option<rate_limit::RateLimit>,
+    /// `discovery: search`: clients find tools with `find_tools`.
+    pub search: bool,
 }
 
 /// A tool, ready to list and call.
@@ -132,6 +137,8 @@ pub struct Tool {
     pub scopes: Vec<String>,
     /// How many calls of it one caller may make in a while.
     pub rate_limit: Option<rate_limit::RateLimit>,
+    /// Listed from the start when clients search for tools (`pinned: true`).
+    pub pinned: bool,
 }
 
 /// A tool's `task:`, checked.

@@ -118,6 +118,23 @@ pub struct ServerSpec {
     /// How many tool calls one caller may make in a while, all tools together.
     #[serde(default, rename = "rateLimit")]
     pub rate_limit: Option<crate::catalog::rate_limit::RateLimitSpec>,
+    /// How clients find the tools: `list` (default: `tools/list` holds them all) or
+    /// `search`, for large catalogs: `tools/list` holds a `find_tools` tool and the
+    /// `pinned` ones, and each session's list grows with what it found.
+    #[serde(default)]
+    pub discovery: Option<Discovery>,
+}
+
+/// How clients find a catalog's tools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+#[schemars(title = "discovery")]
+pub enum Discovery {
+    /// `tools/list` holds every tool.
+    #[default]
+    List,
+    /// `tools/list` holds `find_tools` and the pinned tools; found tools join a session's list.
+    Search,
 }
 
 /// A tool: what `tools/list` shows and what `tools/call` does.
@@ -151,6 +168,9 @@ pub struct ToolSpec {
     /// How many calls of this tool one caller may make in a while.
     #[serde(default, rename = "rateLimit")]
     pub rate_limit: Option<crate::catalog::rate_limit::RateLimitSpec>,
+    /// With `server.discovery: search`: listed from the start, without a search.
+    #[serde(default)]
+    pub pinned: Option<bool>,
     /// Runs the tool as a task (the `io.modelcontextprotocol/tasks` extension):
     /// the client gets a task id at once and polls `tasks/get` for the result.
     #[serde(default)]

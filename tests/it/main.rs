@@ -12,6 +12,7 @@ mod check;
 mod cli;
 mod clients;
 mod data;
+mod discovery;
 mod docs;
 mod effect_command;
 mod effect_http;

@@ -214,6 +214,7 @@ impl Builder<'_> {
                 icons: self.icons(spec.icons.as_ref(), origin, ""),
                 cache: self.cache(spec.cache.as_ref(), origin, ""),
                 rate_limit: self.rate_limit(spec.rate_limit.as_ref(), origin),
+                search: spec.discovery == Some(crate::catalog::model::Discovery::Search),
             },
             None => ServerInfo {
                 name: root.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "carte".to_owned()),
@@ -225,6 +226,7 @@ impl Builder<'_> {
                 icons: None,
                 cache: None,
                 rate_limit: None,
+                search: false,
             },
         }
     }

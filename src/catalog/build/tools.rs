@@ -15,6 +15,7 @@ use crate::effect::{self, Effect};
 
 use super::steps::produced_by;
 use super::{Builder, Scope, present, wire_head};
+use crate::catalog::FIND_TOOLS;
 
 /// A task's ttl without `ttl:`.
 const DEFAULT_TASK_TTL: Duration = Duration::from_secs(5 * 60);
@@ -30,6 +31,18 @@ impl Builder<'_> {
         let spec = &decl.spec;
         let origin = &decl.origin;
         self.check_name("tool", &spec.name, origin);
+        let searched = self.assembled.server.as_ref().and_then(|server| server.spec.discovery)
+            == Some(crate::catalog::model::Discovery::Search);
+        if searched && spec.name == FIND_TOOLS {
+            let location = self.assembled.locate(origin, "/name");
+            self.error("duplicate", location, format!("`{FIND_TOOLS}` is carte's own tool with `discovery: search`"))
+                .hint = Some("give this tool another name".to_owned());
+        } else if spec.pinned.is_some() && !searched {
+            let location = self.assembled.locate(origin, "/pinned");
+            self.warn("pinned", location, "`pinned` matters only with `server.discovery: search`").hint = Some(
+                "every tool is listed already; remove `pinned`, or set `discovery: search` under `server:`".to_owned(),
+            );
+        }
         self.check_description("tool", &spec.name, spec.description.as_ref(), origin);
         let input_schema = spec.input_schema.clone().unwrap_or_else(|| {
             let mut empty = Map::new();
@@ -134,6 +147,7 @@ impl Builder<'_> {
             task,
             scopes,
             rate_limit,
+            pinned: spec.pinned == Some(true),
         })
     }
 

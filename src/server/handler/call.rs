@@ -116,6 +116,9 @@ impl Handler {
     ) -> Result<CallToolResponse, ErrorData> {
         let _in_flight = self.shared.calls.start();
         let snapshot = self.view()?;
+        if snapshot.catalog.server.search && request.name == crate::catalog::FIND_TOOLS {
+            return self.find_tools(request, context).await;
+        }
         let started = Instant::now();
         let binding = Binding { method: "tools/call", name: &request.name, arguments: request.arguments.as_ref() };
         // Looked up once; `call_tool` answers for a tool the view lacks.

@@ -12,6 +12,8 @@
 #![allow(deprecated)] // MCP logging/subscribe are deprecated by SEP-2577 but part of every version carte serves
 
 pub(in crate::server) mod call;
+mod discovery;
+pub(crate) use discovery::find_tools_definition;
 mod observed;
 mod request_client;
 
@@ -86,6 +88,8 @@ pub struct Handler {
     /// handler is a session whose duration is recorded when it ends (HTTP
     /// 2026-07-28 requests are not sessions).
     session_labels: std::sync::OnceLock<metrics::Session>,
+    /// The tools this session found with `find_tools` (`discovery: search`).
+    discovered: discovery::Discovered,
 }
 
 impl Handler {
@@ -104,7 +108,14 @@ impl Handler {
     /// tool) whose listen streams also end when `input_closed` is cancelled.
     pub fn of_toolset(shared: Arc<Shared>, toolset: Option<Arc<str>>, input_closed: CancellationToken) -> Handler {
         let session = shared.hub.new_session_in(toolset);
-        Handler { shared, session, input_closed, opened: Instant::now(), session_labels: std::sync::OnceLock::new() }
+        Handler {
+            shared,
+            session,
+            input_closed,
+            opened: Instant::now(),
+            session_labels: std::sync::OnceLock::new(),
+            discovered: discovery::Discovered::default(),
+        }
     }
 
     /// The current snapshot as this session sees it: the one place every
@@ -275,11 +286,13 @@ impl ServerHandler for Handler {
     ) -> Result<ListToolsResult, ErrorData> {
         self.observed(&context, "tools/list", Target::None, async {
             let view = self.view()?;
+            let search = view.catalog.server.search;
             match caller(&context) {
-                Some(caller) => {
-                    view.list_tools_where(cursor(request).as_deref(), |tool| caller.missing(&tool.scopes).is_empty())
-                }
-                None => view.list(cursor(request).as_deref()),
+                None if !search => view.list(cursor(request).as_deref()),
+                caller => view.list_tools_where(cursor(request).as_deref(), |tool| {
+                    caller.is_none_or(|caller| caller.missing(&tool.scopes).is_empty())
+                        && (!search || self.listed(tool))
+                }),
             }
         })
         .await

@@ -205,7 +205,12 @@ impl Snapshot {
         if let Some(instructions) = &server.instructions {
             info = info.with_instructions(instructions.clone());
         }
-        let tools: Vec<Tool> = catalog.tools.iter().filter_map(|t| item(&t.wire)).collect();
+        let mut tools: Vec<Tool> = catalog.tools.iter().filter_map(|t| item(&t.wire)).collect();
+        // `discovery: search`: carte's `find_tools` comes first.
+        let search = catalog.server.search;
+        if search && let Some(find) = crate::server::handler::find_tools_definition(catalog.tools.len()) {
+            tools.insert(0, find);
+        }
         let header_tools = tools
             .iter()
             .filter(|tool| marks_header(&tool.input_schema))
@@ -219,7 +224,11 @@ impl Snapshot {
             .iter()
             .map(|(name, members)| {
                 let names: std::collections::HashSet<String> = members.iter().cloned().collect();
-                let tools = tools.iter().filter(|tool| names.contains(&*tool.name)).cloned().collect();
+                let tools = tools
+                    .iter()
+                    .filter(|tool| names.contains(&*tool.name) || (search && tool.name == crate::catalog::FIND_TOOLS))
+                    .cloned()
+                    .collect();
                 (name.clone(), Toolset { tools, names, meta: rmcp::model::MetaObject::default() })
             })
             .collect();

@@ -127,7 +127,8 @@ impl View {
         let kept: Vec<Tool> = self
             .tools()
             .iter()
-            .filter(|tool| self.snapshot.catalog.tool(&tool.name).is_some_and(&allowed))
+            // A listed tool the catalog lacks is carte's own (`find_tools`): always kept.
+            .filter(|tool| self.snapshot.catalog.tool(&tool.name).is_none_or(&allowed))
             .cloned()
             .collect();
         let (page, next) = paginate(&kept, cursor)?;
