@@ -266,6 +266,31 @@ fn expand_include(
     Some(matched)
 }
 
+/// A block only the root catalog may hold (`key`: `server`, `skills`) as
+/// declared in file `file_idx`; in an included file it is the error `code`.
+fn root_only<T>(
+    assembled: &Assembled,
+    (file_idx, is_root): (usize, bool),
+    (key, code): (&str, &'static str),
+    block: Option<T>,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Option<Declared<T>> {
+    let spec = block?;
+    let origin = Origin::new(file_idx, format!("/{key}"));
+    if is_root {
+        return Some(Declared { origin, spec });
+    }
+    diagnostics.push(
+        Diagnostic::error(
+            code,
+            assembled.locate_key(&origin, ""),
+            format!("`{key}:` belongs in the root catalog, not in an included file"),
+        )
+        .with_hint("move this block to the catalog file you pass to `carte serve`"),
+    );
+    None
+}
+
 /// Adds one file's declarations; returns its include patterns.
 fn merge(
     assembled: &mut Assembled,
@@ -276,35 +301,12 @@ fn merge(
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Vec<String> {
     assembled.dropped.merge(file.dropped);
-    if let Some(server) = file.server {
-        let origin = Origin::new(file_idx, "/server");
-        if is_root {
-            assembled.server = Some(Declared { origin, spec: server });
-        } else {
-            diagnostics.push(
-                Diagnostic::error(
-                    "server-in-include",
-                    assembled.locate_key(&origin, ""),
-                    "`server:` belongs in the root catalog, not in an included file",
-                )
-                .with_hint("move this block to the catalog file you pass to `carte serve`"),
-            );
-        }
+    let place = (file_idx, is_root);
+    if let Some(server) = root_only(assembled, place, ("server", "server-in-include"), file.server, diagnostics) {
+        assembled.server = Some(server);
     }
-    if let Some(skills) = file.skills {
-        let origin = Origin::new(file_idx, "/skills");
-        if is_root {
-            assembled.skills = Some(Declared { origin, spec: skills });
-        } else {
-            diagnostics.push(
-                Diagnostic::error(
-                    "skills-in-include",
-                    assembled.locate_key(&origin, ""),
-                    "`skills:` belongs in the root catalog, not in an included file",
-                )
-                .with_hint("move it to the catalog file you pass to `carte serve`"),
-            );
-        }
+    if let Some(skills) = root_only(assembled, place, ("skills", "skills-in-include"), file.skills, diagnostics) {
+        assembled.skills = Some(skills);
     }
     for (key, value) in file.data {
         let origin = Origin::new(file_idx, format!("/data/{}", escape_pointer(&key)));

@@ -44,12 +44,6 @@ pub(crate) fn find_tools_definition(count: usize) -> Option<Tool> {
 }
 
 impl Handler {
-    /// Whether this session lists tool `name` under `discovery: search`:
-    /// pinned, or found by one of its searches.
-    pub(super) fn listed(&self, tool: &crate::catalog::Tool) -> bool {
-        tool.pinned || lock(&self.discovered).contains(&tool.name)
-    }
-
     /// `find_tools`: the matching tools of this view that the caller may
     /// use, best first; they join this session's list.
     pub(super) async fn find_tools(

@@ -289,10 +289,13 @@ impl ServerHandler for Handler {
             let search = view.catalog.server.search;
             match caller(&context) {
                 None if !search => view.list(cursor(request).as_deref()),
-                caller => view.list_tools_where(cursor(request).as_deref(), |tool| {
-                    caller.is_none_or(|caller| caller.missing(&tool.scopes).is_empty())
-                        && (!search || self.listed(tool))
-                }),
+                caller => {
+                    let discovered = crate::sync::lock(&self.discovered);
+                    view.list_tools_where(cursor(request).as_deref(), |tool| {
+                        caller.is_none_or(|caller| caller.missing(&tool.scopes).is_empty())
+                            && (!search || tool.pinned || discovered.contains(&tool.name))
+                    })
+                }
             }
         })
         .await

@@ -15,27 +15,28 @@
 
 use rmcp::handler::server::skill_catalog::SkillCatalog;
 use std::sync::Arc;
+pub(in crate::server) use wire::{cache_scope, tool_result};
+use wire::{content_block, resource_contents};
 
 use rmcp::ErrorData;
 use rmcp::model::ErrorCode;
 use rmcp::model::{
-    CallToolResult, CompleteResult, CompletionInfo, ContentBlock, GetPromptResult, Implementation, Prompt,
-    PromptMessage, Reference, Resource, ResourceContents, ResourceTemplate, Role, ServerCapabilities, ServerConfig,
-    Tool,
+    CompleteResult, CompletionInfo, GetPromptResult, Implementation, Prompt, PromptMessage, Reference, Resource,
+    ResourceContents, ResourceTemplate, Role, ServerCapabilities, ServerConfig, Tool,
 };
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
-use crate::catalog::{self, Catalog, MediaKind};
-use crate::content::Output;
+use crate::catalog::{self, Catalog};
 use crate::prompt::PromptError;
 use crate::render::RenderError;
-use crate::resource::{Contents, ReadError, ResourceBody};
+use crate::resource::ReadError;
+use crate::run;
 use crate::run::steps::{InputRequired, Resume, Stopped};
-use crate::run::{self, ToolOutcome};
 use crate::uri_template::{self, MAX_URI_BYTES};
 
 mod view;
+mod wire;
 
 use view::Toolset;
 pub use view::{ListKind, View, unknown_toolset};
@@ -564,63 +565,6 @@ fn item<T: serde::de::DeserializeOwned>(wire: &Map<String, Value>) -> Option<T> 
             tracing::error!("internal: a catalog entry does not convert to MCP: {err}");
             None
         }
-    }
-}
-
-/// A tool outcome as MCP's `CallToolResult`.
-pub(in crate::server) fn tool_result(outcome: ToolOutcome) -> CallToolResult {
-    let blocks = outcome.blocks.into_iter().map(content_block).collect();
-    let mut result = if outcome.is_error { CallToolResult::error(blocks) } else { CallToolResult::success(blocks) };
-    result.structured_content = outcome.structured;
-    result
-}
-
-fn content_block(output: Output) -> ContentBlock {
-    match output {
-        Output::Text(text) => ContentBlock::text(text),
-        Output::Media { kind: MediaKind::Image, data, mime_type } => ContentBlock::image(data.to_string(), mime_type),
-        Output::Media { kind: MediaKind::Audio, data, mime_type } => ContentBlock::audio(data.to_string(), mime_type),
-        Output::Resource(body) => ContentBlock::resource(resource_contents(body)),
-        Output::ResourceLink { uri, name, title, description, mime_type } => {
-            let mut resource = Resource::new(uri, name);
-            if let Some(title) = title {
-                resource = resource.with_title(title);
-            }
-            if let Some(description) = description {
-                resource = resource.with_description(description);
-            }
-            if let Some(mime) = mime_type {
-                resource = resource.with_mime_type(mime);
-            }
-            ContentBlock::resource_link(resource)
-        }
-    }
-}
-
-fn resource_contents(body: ResourceBody) -> ResourceContents {
-    let contents = match body.contents {
-        Contents::Text(text) => ResourceContents::text(text, body.uri),
-        Contents::Blob(blob) => ResourceContents::blob(blob, body.uri),
-    };
-    let mut contents = match body.mime_type {
-        Some(mime) => contents.with_mime_type(mime),
-        None => contents,
-    };
-    if let Some(serde_json::Value::Object(meta)) = body.meta {
-        match &mut contents {
-            ResourceContents::TextResourceContents { meta: slot, .. }
-            | ResourceContents::BlobResourceContents { meta: slot, .. } => *slot = Some(rmcp::model::MetaObject(meta)),
-            _ => {}
-        }
-    }
-    contents
-}
-
-/// rmcp's cache scope of a catalog's.
-pub(in crate::server) fn cache_scope(scope: catalog::presentation::CacheScope) -> rmcp::model::CacheScope {
-    match scope {
-        catalog::presentation::CacheScope::Public => rmcp::model::CacheScope::Public,
-        catalog::presentation::CacheScope::Private => rmcp::model::CacheScope::Private,
     }
 }
 
