@@ -1,6 +1,7 @@
-//! Checking what clients show and keep of an entry (`icons`, `cache`, a
-//! tool's `ui`, a resource's `app`): [`crate::catalog::presentation`]'s
-//! checks, reported at their place.
+//! Checking the part-13 keys: what clients show and keep of an entry
+//! (`icons`, `cache`, a tool's `ui`, a resource's `app`:
+//! [`crate::catalog::presentation`]'s checks, reported at their place), and
+//! what a server gives each caller (`rateLimit`) and all (`skills:`).
 
 use serde_json::{Value, json};
 
