@@ -153,6 +153,9 @@ pub enum EffectError {
     NoAnswer,
     /// No answer within the effect's `timeout`: `timeout`.
     Timeout,
+    /// The caller's token could not be exchanged for the api's (`auth:
+    /// { exchange }`), or the call carried none: `token_exchange`.
+    TokenExchange,
     /// The HTTP answer's status is not one the effect accepts: the status (`503`).
     Status(u16),
     /// The program could not be started, or was stopped (its timeout, a
@@ -173,6 +176,7 @@ impl EffectError {
             EffectError::Statement => "statement_failed",
             EffectError::NoAnswer => "no_answer",
             EffectError::Timeout => "timeout",
+            EffectError::TokenExchange => "token_exchange",
             EffectError::Status(_) => "status",
             EffectError::Run => "run_failed",
             EffectError::ExitCode => "exit_code",

@@ -211,6 +211,9 @@ pub trait Call: Send + Sync {
     fn stated_answer(&self) -> Option<&http::StatedAnswer> {
         None
     }
+    /// The caller's verified access token, which an api's `auth:
+    /// { exchange }` exchanges; `None` when carte verified no caller.
+    fn access_token(&self) -> Option<&http::AccessToken>;
 }
 
 /// The top-level blocks effects use, checked before the tools are.

@@ -280,6 +280,10 @@ impl effect::Call for Running<'_> {
     fn stated_answer(&self) -> Option<&effect::http::StatedAnswer> {
         self.client.stated_answer()
     }
+
+    fn access_token(&self) -> Option<&effect::http::AccessToken> {
+        self.client.access_token()
+    }
 }
 
 /// Renders an effect's templates, each as [`render_one`].

@@ -97,6 +97,9 @@ pub trait Client: Send + Sync {
     fn stated_answer(&self) -> Option<&crate::effect::http::StatedAnswer> {
         None
     }
+    /// The caller's verified access token (OAuth), for an api that
+    /// exchanges it; `None` when carte verifies no caller.
+    fn access_token(&self) -> Option<&crate::effect::http::AccessToken>;
 }
 
 /// The client capability a question's `method` needs: `elicitation`,
@@ -232,6 +235,10 @@ impl Client for NoClient {
     }
 
     fn caller(&self) -> Option<&Map<String, Value>> {
+        None
+    }
+
+    fn access_token(&self) -> Option<&crate::effect::http::AccessToken> {
         None
     }
 

@@ -31,6 +31,7 @@ use tokio::task::AbortHandle;
 
 use super::Shared;
 use super::capabilities::has_capability;
+use super::http::oauth::Caller;
 use super::snapshot::Asked;
 use crate::catalog::model::LogLevel;
 use crate::catalog::{Catalog, Tool};
@@ -122,8 +123,9 @@ pub(in crate::server) struct Call<'a> {
     pub client: &'a dyn Client,
     /// What the client declared it can answer (elicitation, sampling, roots).
     pub capabilities: ClientCapabilities,
-    /// The claims of the caller's access token (OAuth), which the run's templates see.
-    pub caller: Option<Arc<Map<String, Value>>>,
+    /// The caller's verified access token (OAuth): the run's templates see
+    /// its claims, an api with `auth: { exchange }` exchanges it.
+    pub caller: Option<Caller>,
     /// Where the call resumes: a 2026-07-28 retry answering `askFirst` questions.
     pub resume: Resume,
 }
@@ -354,8 +356,9 @@ struct TaskClient {
     poll: Duration,
     /// What the client declared it can answer.
     capabilities: ClientCapabilities,
-    /// The claims of the access token that started the task (templates' `auth`).
-    caller: Option<Arc<Map<String, Value>>>,
+    /// The access token that started the task: its claims (templates'
+    /// `auth`) and itself (for an api that exchanges it).
+    caller: Option<Caller>,
     /// The task's owner, whose turns its renders share on the render pool.
     owner: crate::render::Caller,
 }
@@ -405,7 +408,11 @@ impl Client for TaskClient {
     }
 
     fn caller(&self) -> Option<&Map<String, Value>> {
-        self.caller.as_deref()
+        self.caller.as_ref().map(|caller| &*caller.claims)
+    }
+
+    fn access_token(&self) -> Option<&crate::effect::http::AccessToken> {
+        self.caller.as_ref().map(|caller| &caller.token)
     }
 
     fn render_caller(&self) -> crate::render::Caller {

@@ -45,6 +45,7 @@ mod sql_rollback;
 mod stateless;
 mod steps;
 mod tasks;
+mod token_exchange;
 mod toolsets;
 mod traces;
 mod untrusted_input;

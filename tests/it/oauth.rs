@@ -19,20 +19,20 @@ use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use serde_json::{Value, json};
 
 /// Where the test's carte says clients reach it.
-const PUBLIC_URL: &str = "https://mcp.example.test";
+pub(crate) const PUBLIC_URL: &str = "https://mcp.example.test";
 /// The audience carte expects by default: its resource.
-const AUDIENCE: &str = "https://mcp.example.test/mcp";
+pub(crate) const AUDIENCE: &str = "https://mcp.example.test/mcp";
 
 /// A signing key, its algorithm and its public JWK (with its `kid`).
-struct Key {
+pub(crate) struct Key {
     encoding: EncodingKey,
     algorithm: Algorithm,
-    jwk: Jwk,
+    pub(crate) jwk: Jwk,
 }
 
 impl Key {
     /// A new Ed25519 key: 32 random bytes as a PKCS#8 document.
-    fn new(kid: &str) -> Key {
+    pub(crate) fn new(kid: &str) -> Key {
         const PKCS8_ED25519: [u8; 16] =
             [0x30, 0x2e, 0x02, 0x01, 0x00, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x04, 0x22, 0x04, 0x20];
         let mut seed = [0u8; 32];
@@ -64,7 +64,7 @@ impl Key {
     }
 
     /// A token with `claims` (exp, iss and aud filled in unless given).
-    fn sign(&self, issuer: &str, claims: Value) -> String {
+    pub(crate) fn sign(&self, issuer: &str, claims: Value) -> String {
         let now = jsonwebtoken::get_current_timestamp();
         let mut full = json!({ "iss": issuer, "aud": AUDIENCE, "exp": now + 300, "iat": now, "sub": "alice" });
         if let (Some(full), Value::Object(claims)) = (full.as_object_mut(), claims) {
@@ -152,7 +152,7 @@ fn post(server: &HttpServer, token: Option<&str>, session: Option<&str>, message
 }
 
 /// A legacy session opened with `token`; its id.
-fn session(server: &HttpServer, token: &str) -> String {
+pub(crate) fn session(server: &HttpServer, token: &str) -> String {
     let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "oauth-test", "version": "1"}}});
     let response = post(server, Some(token), None, &init);
@@ -164,7 +164,7 @@ fn session(server: &HttpServer, token: &str) -> String {
 }
 
 /// A request on `session` with `token`: the response message.
-fn request(server: &HttpServer, token: &str, session: &str, method: &str, params: Value) -> Value {
+pub(crate) fn request(server: &HttpServer, token: &str, session: &str, method: &str, params: Value) -> Value {
     let response = post(
         server,
         Some(token),

@@ -1,7 +1,8 @@
 //! `apis:`: each entry's `baseUrl` (http or https, a host, no
-//! credentials), headers (sent as written, never logged), `timeout` and
-//! `retry`, checked at load; and the entry's client (its connection pool),
-//! lent to the catalog that replaces this one while the origin is the same.
+//! credentials), headers (sent as written, never logged), `timeout`,
+//! `retry` and `auth` (its exchange: `token_exchange.rs`), checked at load;
+//! and the entry's client (its connection pool), lent to the catalog that
+//! replaces this one while the origin is the same.
 
 use std::sync::{Arc, Once};
 use std::time::Duration;
@@ -12,6 +13,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use url::Url;
 
+use super::token_exchange::{AuthSpec, TokenExchange};
 use super::{
     DEFAULT_BACKOFF, DEFAULT_RETRY_ON, DEFAULT_TIMEOUT, MAX_ATTEMPTS, MAX_IDLE_PER_HOST, MAX_RETRY_WAIT, MAX_TIMEOUT,
     escape_pointer,
@@ -41,6 +43,10 @@ pub struct ApiSpec {
     /// for idempotent methods (GET, HEAD, PUT, DELETE, OPTIONS).
     #[serde(default)]
     pub retry: Option<RetrySpec>,
+    /// How carte authenticates as the caller: `auth: { exchange: { tokenUrl, audience, … } }`
+    /// exchanges the caller's token for one meant for this api (RFC 8693) on every call.
+    #[serde(default)]
+    pub auth: Option<AuthSpec>,
 }
 
 /// When and how often a request is sent again.
@@ -68,6 +74,8 @@ pub struct Api {
     pub(super) headers: HeaderMap,
     pub(super) timeout: Duration,
     pub(super) retry: Option<Retry>,
+    /// `auth: { exchange }`: the caller's token, exchanged, is its `Authorization`.
+    pub(super) exchange: Option<TokenExchange>,
 }
 
 pub(super) struct Retry {
@@ -135,6 +143,8 @@ fn check_api(
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Option<Api> {
     let name = decl.name;
+    let previous = previous.and_then(|previous| previous.get(name));
+    let exchange = check_auth(decl, previous.map(|previous| previous.exchange.as_ref()), diagnostics);
     let mut report = |code: &'static str, pointer: &str, message: String, hint: &str| {
         diagnostics.push(Diagnostic::error(code, (decl.locate)(pointer), message).with_hint(hint));
     };
@@ -209,14 +219,11 @@ fn check_api(
             }
         },
     };
-    let (base, timeout, retry) = (base?, timeout?, retry?);
+    let (base, timeout, retry, exchange) = (base?, timeout?, retry?, exchange?);
     if !headers_ok {
         return None;
     }
-    let reused = previous
-        .and_then(|previous| previous.get(name))
-        .filter(|old| old.base.origin() == base.origin())
-        .map(|old| old.client.clone());
+    let reused = previous.filter(|old| old.base.origin() == base.origin()).map(|old| old.client.clone());
     let client = match reused {
         Some(client) => client,
         None => match new_client() {
@@ -232,7 +239,45 @@ fn check_api(
             }
         },
     };
-    Some(Api { client, name: name.to_owned(), base, headers, timeout, retry })
+    Some(Api { client, name: name.to_owned(), base, headers, timeout, retry, exchange })
+}
+
+/// Checks `auth`: `Some(None)` without one, `None` once it reported why
+/// it cannot be used. `previous` is the api of the same name in the catalog
+/// this one replaces (its exchange's cache is kept if configured the same).
+fn check_auth(
+    decl: &DeclaredApi<'_>,
+    previous: Option<Option<&TokenExchange>>,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Option<Option<TokenExchange>> {
+    let name = decl.name;
+    let Some(auth) = &decl.spec.auth else { return Some(None) };
+    if let Some((key, _)) =
+        decl.spec.headers.iter().flatten().find(|(key, _)| key.eq_ignore_ascii_case("authorization"))
+    {
+        let location = (decl.locate)(&format!("/headers/{}", escape_pointer(key)));
+        let message = format!("api `{name}` has both `auth` and an `{key}` header");
+        diagnostics.push(Diagnostic::error("api-auth", location, message).with_hint(
+            "with `auth: { exchange }` carte sends the caller's exchanged token as `Authorization`: remove this header",
+        ));
+        return None;
+    }
+    match TokenExchange::check(&auth.exchange, previous.flatten()) {
+        Ok((exchange, warning)) => {
+            if let Some(warning) = warning {
+                let location = (decl.locate)(&format!("/auth/exchange{}", warning.pointer));
+                let message = format!("api `{name}`: {}", warning.message);
+                diagnostics.push(Diagnostic::warning("api-auth", location, message).with_hint(&warning.hint));
+            }
+            Some(Some(exchange))
+        }
+        Err(problem) => {
+            let location = (decl.locate)(&format!("/auth/exchange{}", problem.pointer));
+            let message = format!("api `{name}`: {}", problem.message);
+            diagnostics.push(Diagnostic::error("api-auth", location, message).with_hint(&problem.hint));
+            None
+        }
+    }
 }
 
 /// One api's client: rustls with the ring provider, no redirects (a 3xx is

@@ -16,7 +16,9 @@
 //! request. Header values are never logged: they carry tokens.
 //!
 //! Here: the `http` spec and each tool's check; `apis.rs`: `apis:` (its
-//! spec, checks and clients); `exchange.rs`: building, sending and reading one request.
+//! spec, checks and clients); `exchange.rs`: building, sending and reading
+//! one request; `token_exchange.rs`: an api's `auth: { exchange }`, the
+//! caller's token exchanged for the api's (RFC 8693).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,11 +33,13 @@ use url::Url;
 
 mod apis;
 mod exchange;
+mod token_exchange;
 
 use apis::parse_timeout;
 pub use apis::{Api, ApiSpec, Apis, DeclaredApi, RetrySpec};
 pub use exchange::StatedAnswer;
 use exchange::{error_body, show_status};
+pub use token_exchange::{AccessToken, AuthSpec, ExchangeSpec};
 
 use super::{Call, Check, EffectError, Failure, Kind, Output, Reads, Sections, Template};
 use crate::diag::{Diagnostic, did_you_mean};
@@ -187,7 +191,21 @@ impl Kind for Http {
                 .hint = Some("leave `method` out (or write `GET`); change things with a tool's `http`".to_owned());
             return None;
         }
-        Http::check(spec, sections, check)
+        let http = Http::check(spec, sections, check)?;
+        if http.api.exchange.is_some() {
+            check
+                .error(
+                    "http-auth",
+                    "/run/http/api",
+                    format!(
+                        "api `{}` acts as the caller (`auth.exchange`), but a resource is the same for every reader",
+                        spec.api
+                    ),
+                )
+                .hint = Some("read it with a tool, whose call carries its caller's token".to_owned());
+            return None;
+        }
+        Some(http)
     }
 
     fn read<'a>(
@@ -278,6 +296,20 @@ impl Kind for Http {
                 ok = false;
                 continue;
             };
+            if name == reqwest::header::AUTHORIZATION
+                && let Some(api) = api.as_ref().filter(|api| api.exchange.is_some())
+            {
+                check
+                    .error(
+                        "http-header",
+                        &pointer,
+                        format!("api `{}` sends the caller's exchanged token as `{key}`", api.name),
+                    )
+                    .hint =
+                    Some("the api's `auth: { exchange }` sets this header on every call: remove it here".to_owned());
+                ok = false;
+                continue;
+            }
             match part(check, &pointer, value, &mut templates) {
                 Some(value) => headers.push((name, value)),
                 None => ok = false,
@@ -393,11 +425,20 @@ impl Kind for Http {
         let (mut request, label) = self.request(&rendered).map_err(Failure::render)?;
         let span = self.client_span(&request);
         telemetry::inject(&span, request.headers_mut());
-        let exchange = self.exchange(request, &label).instrument(span.clone());
+        let exchange = async {
+            if let Some(exchange) = &self.api.exchange {
+                let authorization = exchange
+                    .authorization(&self.api.client, &self.api.name, call.access_token())
+                    .await
+                    .map_err(|refused| (EffectError::TokenExchange, refused.0))?;
+                request.headers_mut().insert(reqwest::header::AUTHORIZATION, authorization);
+            }
+            self.exchange(request, &label).await.map_err(|err| (EffectError::NoAnswer, err))
+        };
         let answer = match call.stated_answer() {
             Some(stated) => stated.answer(self.max_bytes),
-            None => match tokio::time::timeout(self.timeout, exchange).await {
-                Ok(answer) => answer.map_err(|err| Failure::of(&span, EffectError::NoAnswer, err))?,
+            None => match tokio::time::timeout(self.timeout, exchange.instrument(span.clone())).await {
+                Ok(answer) => answer.map_err(|(error, reason)| Failure::of(&span, error, reason))?,
                 Err(_) => {
                     let reason = format!(
                         "{label}: no answer within {} (the {} `timeout`)",

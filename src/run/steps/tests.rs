@@ -111,6 +111,10 @@ impl Client for Recorder {
         None
     }
 
+    fn access_token(&self) -> Option<&crate::effect::http::AccessToken> {
+        None
+    }
+
     fn render_caller(&self) -> render::Caller {
         render::Caller::new("test")
     }

@@ -146,7 +146,7 @@ impl Handler {
                     client: &client,
                     capabilities,
                     resume,
-                    caller: caller(context).map(|caller| Arc::clone(&caller.claims)),
+                    caller: caller(context).cloned(),
                 };
                 return match self.shared.tasks.start(&self.shared, call).await? {
                     Asked::Done(response) => Ok(response),

@@ -132,4 +132,8 @@ impl Client for RequestClient<'_> {
     fn render_caller(&self) -> crate::render::Caller {
         crate::render::Caller::new(self.handler.owner(self.context))
     }
+
+    fn access_token(&self) -> Option<&crate::effect::http::AccessToken> {
+        caller(self.context).map(|caller| &caller.token)
+    }
 }

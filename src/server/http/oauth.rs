@@ -64,6 +64,8 @@ pub struct Caller {
     pub scopes: HashSet<String>,
     /// Whose tasks it may see: the issuer and subject, stable across token refreshes.
     pub owner: String,
+    /// The token itself, for an api that exchanges it (never logged).
+    pub token: crate::effect::http::AccessToken,
 }
 
 impl Caller {
@@ -299,7 +301,8 @@ impl Verifier {
         }
         let subject = claims.get("sub").and_then(Value::as_str).unwrap_or_default();
         let owner = format!("oauth:{}:{subject}", self.options.issuer);
-        Ok(Caller { claims: Arc::new(claims), scopes, owner })
+        let token = crate::effect::http::AccessToken::new(token, claims.get("exp").and_then(Value::as_u64));
+        Ok(Caller { claims: Arc::new(claims), scopes, owner, token })
     }
 
     /// Where the metadata of the resource at `path` (`/mcp`,
@@ -442,6 +445,7 @@ mod tests {
             claims: Arc::default(),
             scopes: ["a".to_owned(), "c".to_owned()].into_iter().collect(),
             owner: String::new(),
+            token: crate::effect::http::AccessToken::new("t", None),
         };
         let required = ["a", "b", "c", "d"].map(String::from);
         assert_eq!(caller.missing(&required), vec!["b", "d"]);
