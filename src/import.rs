@@ -2,7 +2,7 @@
 //! one `apis:` entry (its base URL from `servers`, overridable by an
 //! environment variable) and one `http` tool per operation: its name from
 //! `operationId`, its arguments from the path and query parameters (and
-//! `body`, the JSON request body), the annotations from the method. What it
+//! `body`, a JSON or form request body), the annotations from the method. What it
 //! writes passes `carte check`; it is a start to edit, not a mirror.
 
 use serde_json::{Map, Value, json};
@@ -37,7 +37,7 @@ pub fn openapi(text: &str, api: Option<&str>) -> Result<String, ImportError> {
     }
     let title = spec.pointer("/info/title").and_then(Value::as_str).unwrap_or("api");
     let api = api.map_or_else(|| slug(title), slug);
-    let server = spec.pointer("/servers/0/url").and_then(Value::as_str).unwrap_or("http://localhost");
+    let server = server_url(&spec);
     let variable = format!("{}_BASE_URL", api.to_ascii_uppercase().replace(['-', '.'], "_"));
     let mut tools = Vec::new();
     let mut names: Vec<String> = Vec::new();
@@ -79,6 +79,22 @@ pub fn openapi(text: &str, api: Option<&str>) -> Result<String, ImportError> {
     ))
 }
 
+/// The first of `servers` with its variables at their defaults; a relative
+/// one is taken on `http://localhost` (the description gives no host).
+fn server_url(spec: &Value) -> String {
+    let Some(server) = spec.pointer("/servers/0") else { return "http://localhost".to_owned() };
+    let mut url = server.get("url").and_then(Value::as_str).unwrap_or_default().to_owned();
+    for (name, variable) in server.get("variables").and_then(Value::as_object).into_iter().flatten() {
+        if let Some(default) = variable.get("default").and_then(Value::as_str) {
+            url = url.replace(&format!("{{{name}}}"), default);
+        }
+    }
+    if url.starts_with('/') || url.is_empty() {
+        url = format!("http://localhost{url}");
+    }
+    url.trim_end_matches('/').to_owned()
+}
+
 /// One operation as a tool.
 fn tool(
     spec: &Value,
@@ -100,6 +116,12 @@ fn tool(
         parameters.retain(|seen| key(seen) != key(&parameter));
         parameters.push(parameter);
     }
+    // A `#…` is never sent; a literal `?a=b` becomes query values.
+    let path = path.split('#').next().unwrap_or_default();
+    let (path, literal_query) = path.split_once('?').unwrap_or((path, ""));
+    for (key, value) in url::form_urlencoded::parse(literal_query.as_bytes()) {
+        query.insert(key.into_owned(), json!(value));
+    }
     let mut templated_path = path.to_owned();
     for parameter in &parameters {
         let (Some(name), Some(place)) =
@@ -110,11 +132,11 @@ fn tool(
         if !matches!(place, "path" | "query") {
             continue; // headers and cookies are the api's business
         }
-        let mut schema = parameter.get("schema").map(|schema| resolve(spec, schema, 0)).unwrap_or(json!({}));
-        if let (Some(description), Value::Object(map)) = (parameter.get("description"), &mut schema) {
+        let mut argument = parameter.get("schema").map(|value| schema(spec, value, 0)).unwrap_or(json!({}));
+        if let (Some(description), Value::Object(map)) = (parameter.get("description"), &mut argument) {
             map.entry("description").or_insert(description.clone());
         }
-        properties.insert(name.to_owned(), schema);
+        properties.insert(name.to_owned(), argument);
         let value = format!("{{{{ {} }}}}", reference(name));
         if place == "path" {
             required.push(name.to_owned());
@@ -127,14 +149,26 @@ fn tool(
         }
     }
     let body = operation.get("requestBody").map(|body| resolve(spec, body, 0));
-    let body_schema = body.as_ref().and_then(|body| body.pointer("/content/application~1json/schema"));
-    if let Some(schema) = body_schema {
-        let mut schema = resolve(spec, schema, 0);
-        if let (Some(description), Value::Object(map)) = (body.as_ref().and_then(|b| b.get("description")), &mut schema)
+    let content = body.as_ref().and_then(|body| body.get("content")).and_then(Value::as_object);
+    let is_json = |media: &str| {
+        let media = media.split(';').next().unwrap_or_default().trim();
+        media == "application/json" || media.ends_with("+json")
+    };
+    let (body_schema, form) = match content {
+        Some(content) => match content.iter().find(|(media, _)| is_json(media)) {
+            Some((_, media)) => (media.get("schema"), false),
+            None => (content.get("application/x-www-form-urlencoded").and_then(|media| media.get("schema")), true),
+        },
+        None => (None, false),
+    };
+    if let Some(value) = body_schema {
+        let mut argument = schema(spec, value, 0);
+        if let (Some(description), Value::Object(map)) =
+            (body.as_ref().and_then(|b| b.get("description")), &mut argument)
         {
             map.entry("description").or_insert(description.clone());
         }
-        properties.insert("body".to_owned(), schema);
+        properties.insert("body".to_owned(), argument);
         if body.as_ref().and_then(|b| b.get("required")).and_then(Value::as_bool) == Some(true) {
             required.push("body".to_owned());
         }
@@ -154,8 +188,15 @@ fn tool(
     if !query.is_empty() {
         http.insert("query".to_owned(), Value::Object(query));
     }
-    if body_schema.is_some() {
-        http.insert("json".to_owned(), json!("{{ body }}"));
+    match (body_schema, form) {
+        (None, _) => {}
+        (Some(_), false) => {
+            http.insert("json".to_owned(), json!("{{ body }}"));
+        }
+        (Some(_), true) => {
+            http.insert("headers".to_owned(), json!({ "Content-Type": "application/x-www-form-urlencoded" }));
+            http.insert("body".to_owned(), json!("{{ body | urlencode }}"));
+        }
     }
     let mut input = Map::new();
     input.insert("type".to_owned(), json!("object"));
@@ -184,30 +225,108 @@ fn tool(
 }
 
 /// `value` with every local `$ref` (`#/components/…`) replaced by what it
-/// names, at most [`MAX_REF_DEPTH`] deep.
+/// names, at most [`MAX_REF_DEPTH`] deep (for parameters and bodies; their
+/// schemas go through [`schema`]).
 fn resolve(spec: &Value, value: &Value, depth: usize) -> Value {
     match value {
         Value::Object(map) => {
             if let Some(target) = map.get("$ref").and_then(Value::as_str) {
-                let found = target.strip_prefix('#').and_then(|pointer| spec.pointer(pointer));
-                return match found {
+                return match follow(spec, target) {
                     Some(found) if depth < MAX_REF_DEPTH => resolve(spec, found, depth + 1),
                     _ => json!({}),
                 };
             }
-            let mut out = Map::with_capacity(map.len());
-            for (key, item) in map {
-                // OpenAPI 3.0's `nullable` and examples are not JSON Schema keywords carte needs.
-                if matches!(key.as_str(), "nullable" | "example" | "xml" | "externalDocs" | "discriminator") {
-                    continue;
-                }
-                out.insert(key.clone(), resolve(spec, item, depth));
-            }
-            Value::Object(out)
+            map.iter().map(|(key, item)| (key.clone(), resolve(spec, item, depth))).collect()
         }
         Value::Array(items) => Value::Array(items.iter().map(|item| resolve(spec, item, depth)).collect()),
         other => other.clone(),
     }
+}
+
+/// What a local `$ref` names.
+fn follow<'s>(spec: &'s Value, target: &str) -> Option<&'s Value> {
+    target.strip_prefix('#').and_then(|pointer| spec.pointer(pointer))
+}
+
+/// An OpenAPI schema as the JSON Schema (2020-12) carte checks: `$ref`s
+/// inlined ([`MAX_REF_DEPTH`] deep; a schema that refers to itself ends as
+/// `{}`), OpenAPI 3.0's `nullable` as a `null` type, its boolean
+/// `exclusiveMinimum`/`exclusiveMaximum` as numbers, what is no JSON Schema
+/// keyword (`example`, `xml`, `discriminator`, …) left out, a `pattern`
+/// carte's regex engine cannot read left out, and `required` names kept to
+/// the listed `properties`.
+fn schema(spec: &Value, value: &Value, depth: usize) -> Value {
+    let Value::Object(map) = value else { return value.clone() };
+    if let Some(target) = map.get("$ref").and_then(Value::as_str) {
+        return match follow(spec, target) {
+            Some(found) if depth < MAX_REF_DEPTH => schema(spec, found, depth + 1),
+            _ => json!({}),
+        };
+    }
+    let mut out = Map::with_capacity(map.len());
+    for (key, item) in map {
+        let converted = match key.as_str() {
+            "nullable" | "example" | "xml" | "externalDocs" | "discriminator" | "x-readme-ref-name" => continue,
+            _ if key.starts_with("x-") => continue,
+            "properties" | "patternProperties" | "$defs" | "definitions" | "dependentSchemas" => match item {
+                Value::Object(entries) => {
+                    entries.iter().map(|(name, item)| (name.clone(), schema(spec, item, depth))).collect()
+                }
+                other => other.clone(),
+            },
+            "items"
+            | "additionalProperties"
+            | "not"
+            | "contains"
+            | "propertyNames"
+            | "if"
+            | "then"
+            | "else"
+            | "unevaluatedItems"
+            | "unevaluatedProperties"
+            | "additionalItems" => schema(spec, item, depth),
+            "allOf" | "anyOf" | "oneOf" | "prefixItems" => match item {
+                Value::Array(items) => Value::Array(items.iter().map(|item| schema(spec, item, depth)).collect()),
+                other => other.clone(),
+            },
+            "pattern" if jsonschema::validator_for(&json!({ "pattern": item })).is_err() => continue,
+            _ => item.clone(),
+        };
+        out.insert(key.clone(), converted);
+    }
+    for (flag, bound) in [("exclusiveMinimum", "minimum"), ("exclusiveMaximum", "maximum")] {
+        if let Some(Value::Bool(exclusive)) = out.get(flag).cloned() {
+            out.remove(flag);
+            if exclusive && let Some(bound_value) = out.remove(bound) {
+                out.insert(flag.to_owned(), bound_value);
+            }
+        }
+    }
+    if map.get("nullable") == Some(&Value::Bool(true)) {
+        match out.get_mut("type") {
+            Some(Value::String(kind)) => {
+                let kind = std::mem::take(kind);
+                out.insert("type".to_owned(), json!([kind, "null"]));
+            }
+            Some(Value::Array(kinds)) if !kinds.contains(&json!("null")) => kinds.push(json!("null")),
+            _ => {}
+        }
+    }
+    if let (Some(Value::Object(properties)), Some(Value::Array(required))) =
+        (out.get("properties"), out.get("required"))
+    {
+        let kept: Vec<Value> = required
+            .iter()
+            .filter(|name| name.as_str().is_some_and(|name| properties.contains_key(name)))
+            .cloned()
+            .collect();
+        if kept.is_empty() {
+            out.remove("required");
+        } else {
+            out.insert("required".to_owned(), Value::Array(kept));
+        }
+    }
+    Value::Object(out)
 }
 
 /// How a template names the argument `name`: itself, or
@@ -298,5 +417,42 @@ components:
         assert!(matches!(openapi("a: [", None), Err(ImportError::Unreadable(_))));
         assert_eq!(reference("page-size"), "arguments['page-size']");
         assert_eq!(tool_name("get pets/{id}"), "get_pets__id");
+    }
+
+    #[test]
+    fn openapi_schemas_become_json_schema() {
+        let spec = json!({ "components": { "schemas": { "Id": { "type": "integer", "example": 3 } } } });
+        let written = json!({
+            "type": "object",
+            "properties": {
+                "id": { "$ref": "#/components/schemas/Id" },
+                "tag": { "type": "string", "nullable": true, "pattern": "^{x}$", "x-extra": 1 },
+                "n": { "type": "number", "minimum": 1, "exclusiveMinimum": true, "maximum": 9, "exclusiveMaximum": false },
+                "example": { "type": "string" }
+            },
+            "required": ["id", "gone"]
+        });
+        assert_eq!(
+            schema(&spec, &written, 0),
+            json!({
+                "type": "object",
+                "properties": {
+                    "id": { "type": "integer" },
+                    "tag": { "type": ["string", "null"] },
+                    "n": { "type": "number", "exclusiveMinimum": 1, "maximum": 9 },
+                    "example": { "type": "string" }
+                },
+                "required": ["id"]
+            })
+        );
+    }
+
+    #[test]
+    fn server_variables_take_their_defaults() {
+        let spec = json!({ "servers": [{ "url": "{scheme}://api.example.com:{port}/v1/",
+            "variables": { "scheme": { "default": "https" }, "port": { "default": "8443" } } }] });
+        assert_eq!(server_url(&spec), "https://api.example.com:8443/v1");
+        assert_eq!(server_url(&json!({ "servers": [{ "url": "/v2" }] })), "http://localhost/v2");
+        assert_eq!(server_url(&json!({})), "http://localhost");
     }
 }

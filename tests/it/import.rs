@@ -1,4 +1,5 @@
-//! `carte import openapi`: the catalog it writes passes `carte check`, and
+//! `carte import openapi`: the catalog it writes passes `carte check` (also for
+//! the Swagger Petstore, `tests/openapi/petstore.json`), and
 //! its tools call a real (local) upstream as the description says — path
 //! and query parameters, a JSON body, the method.
 
@@ -83,4 +84,48 @@ fn what_is_not_openapi_is_refused() {
     let stderr = String::from_utf8_lossy(&ran.stderr);
     assert_eq!(ran.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("not an OpenAPI 3 description"), "{stderr}");
+}
+
+#[test]
+fn the_swagger_petstore_imports_checks_clean_and_calls_its_api() {
+    let spec = common::repo_root().join("tests/openapi/petstore.json");
+    let ran = run_to_end(common::carte().args(["import", "openapi"]).arg(&spec), "carte import openapi", TIMEOUT);
+    assert_eq!(ran.status.code(), Some(0), "{}", String::from_utf8_lossy(&ran.stderr));
+    let dir = TempDir::new("import-petstore");
+    let catalog = dir.write("petstore.yaml", &String::from_utf8(ran.stdout).unwrap());
+    let (code, _, stderr) = common::run_cli("check", &catalog, &[], &[]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(!stderr.contains("warning"), "{stderr}");
+
+    let log: Log = Arc::default();
+    let app = axum::Router::new().fallback(upstream).with_state(log.clone());
+    let local = common::http::LocalServer::bind().serve(app);
+    let base = format!("http://{}/v2", local.addr);
+    let mut server = Server::initialized(&catalog, &[("SWAGGER_PETSTORE_BASE_URL", base.as_str())]);
+    let listed = server.result("tools/list", json!({}));
+    let names: Vec<&str> = listed["tools"].as_array().unwrap().iter().filter_map(|t| t["name"].as_str()).collect();
+    assert_eq!(names.len(), 20, "one tool per operation: {names:?}");
+    assert!(names.contains(&"findPetsByStatus") && names.contains(&"updatePetWithForm"), "{names:?}");
+    let mut call = |name: &str, arguments| {
+        let result = server.result("tools/call", json!({"name": name, "arguments": arguments}));
+        assert_eq!(result["isError"], json!(false), "{name}: {result}");
+    };
+    call("getPetById", json!({"petId": 7}));
+    call("findPetsByStatus", json!({"status": ["available", "sold"]}));
+    call("addPet", json!({"body": {"name": "Rex", "photoUrls": ["a.png"], "status": "available"}}));
+    call("updatePetWithForm", json!({"petId": 7, "body": {"name": "Rex & Co", "status": "sold"}}));
+    call("deletePet", json!({"petId": 7}));
+    call("loginUser", json!({"username": "ann", "password": "pw"}));
+    let seen = log.lock().unwrap().clone();
+    assert_eq!(
+        seen,
+        [
+            "GET /v2/pet/7",
+            "GET /v2/pet/findByStatus?status=available&status=sold",
+            r#"POST /v2/pet {"name":"Rex","photoUrls":["a.png"],"status":"available"}"#,
+            "POST /v2/pet/7 name=Rex%20%26%20Co&status=sold",
+            "DELETE /v2/pet/7",
+            "GET /v2/user/login?username=ann&password=pw",
+        ]
+    );
 }
