@@ -17,6 +17,12 @@ The script writes a small catalog to a temporary folder, starts
            state; the second answer is the tool's result, naming the answer.
   headers  SEP-2243: the SDK sends the argument of an `x-mcp-header` property in
            `Mcp-Param-Region` too (Base64 for non-ASCII), and carte accepts it.
+  url      URL-mode elicitation: a step `elicit: { url, message }` reaches the
+           SDK's elicitation callback as `mode: url` with the rendered URL and an
+           `elicitationId`; the tool's result says the user went.
+  apps     MCP Apps: the SDK reads a tool's `_meta.ui.resourceUri`, the `ui://`
+           resource listed as `text/html;profile=mcp-app` with its CSP in
+           `_meta.ui`, and reads the page.
 
 Every wait is bounded. Each check prints one line; the last line is
 `N passed, M failed`, and the exit status is non-zero if anything failed.
@@ -72,7 +78,24 @@ tools:
       required: [region]
     run:
       text: "rooms in {{ region }}"
+  - name: pay
+    description: Sends the user to a page to pay for an order
+    inputSchema: { type: object, properties: { order: { type: string } }, required: [order] }
+    run:
+      steps:
+        - elicit: { url: "https://shop.example/pay?order={{ order }}", message: "Pay for order {{ order }}" }
+      text: "payment {{ elicited.action }}"
+  - name: show_cart
+    description: Shows the cart in the host's frame
+    ui: ui://shop/cart.html
+    run: { text: two items }
+resources:
+  - uri: ui://shop/cart.html
+    name: cart
+    app: { file: cart.html, csp: { connectDomains: ["https://api.shop.example"] } }
 """
+
+CART_HTML = "<!doctype html><title>Cart</title><p>Two items</p>\n"
 
 
 class Carte:
@@ -120,6 +143,8 @@ async def run(url: str, checks: Checks) -> None:
 
     async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
         asked.append(params)
+        if isinstance(params, types.ElicitRequestURLParams):
+            return types.ElicitResult(action="accept")
         return types.ElicitResult(action="accept", content={"name": "Ada"})
 
     client = Client(url, mode=MODERN, elicitation_callback=elicit, read_timeout_seconds=CALL_TIMEOUT)
@@ -165,6 +190,38 @@ async def run(url: str, checks: Checks) -> None:
                 checks.equal("headers: Base64 Mcp-Param-Region accepted", text_of(encoded), "rooms in Zürich")
             except Exception as err:  # noqa: BLE001
                 checks.error("headers: x-mcp-header tool", err)
+            # URL-mode elicitation: the SDK's callback gets the page to send the user to.
+            asked.clear()
+            try:
+                with anyio.fail_after(CALL_TIMEOUT):
+                    paid = await client.call_tool("pay", {"order": "A7"})
+                url_asks = [a for a in asked if isinstance(a, types.ElicitRequestURLParams)]
+                checks.equal("url: the callback got one URL-mode elicitation", len(url_asks), 1)
+                if url_asks:
+                    checks.equal("url: its URL is rendered", url_asks[0].url, "https://shop.example/pay?order=A7")
+                    checks.equal("url: its message", url_asks[0].message, "Pay for order A7")
+                    checks.check("url: with an elicitationId", bool(url_asks[0].elicitation_id), repr(url_asks[0]))
+                checks.equal("url: the result says the user went", text_of(paid), "payment accept")
+            except Exception as err:  # noqa: BLE001
+                checks.error("url: URL-mode elicitation", err)
+            # MCP Apps: the tool names its page; the page is listed and read as an app.
+            try:
+                with anyio.fail_after(CALL_TIMEOUT):
+                    tools = await client.list_tools()
+                    resources = await client.list_resources()
+                    page = await client.read_resource("ui://shop/cart.html")
+                cart = next((t for t in tools.tools if t.name == "show_cart"), None)
+                ui = ((cart.meta or {}) if cart else {}).get("ui") or {}
+                checks.equal("apps: the tool's _meta.ui.resourceUri", ui.get("resourceUri"), "ui://shop/cart.html")
+                listed = next((r for r in resources.resources if str(r.uri) == "ui://shop/cart.html"), None)
+                checks.equal("apps: listed as an app", listed.mime_type if listed else None, "text/html;profile=mcp-app")
+                csp = (((listed.meta or {}) if listed else {}).get("ui") or {}).get("csp") or {}
+                checks.equal("apps: its CSP", csp.get("connectDomains"), ["https://api.shop.example"])
+                content = page.contents[0] if page.contents else None
+                checks.equal("apps: the page", getattr(content, "text", None), CART_HTML)
+                checks.equal("apps: read as an app", getattr(content, "mime_type", None), "text/html;profile=mcp-app")
+            except Exception as err:  # noqa: BLE001
+                checks.error("apps: MCP Apps", err)
 
 
 def main() -> int:
@@ -176,6 +233,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="carte-interop-2026-") as folder:
         catalog = Path(folder) / "catalog.yaml"
         catalog.write_text(CATALOG, encoding="utf-8")
+        (Path(folder) / "cart.html").write_text(CART_HTML, encoding="utf-8")
         carte = Carte(binary, catalog)
         try:
             url = carte.wait_url()
