@@ -359,6 +359,7 @@ fn serve(
         let _ = shared.audit.set(audit);
     }
     let runtime = if http.is_some() { http_runtime()? } else { runtime()? };
+    let stopping = shared.clone();
     let served = runtime.block_on(async {
         tokio::spawn(reload::run(path.to_path_buf(), shared.clone(), inputs, options, std::future::pending()));
         match http {
@@ -376,6 +377,9 @@ fn serve(
     });
     // A reload still loading on the blocking pool is abandoned.
     runtime.shutdown_timeout(Duration::from_millis(500));
+    if let Some(audit) = stopping.audit.get() {
+        audit.finish(Duration::from_secs(5));
+    }
     served?;
     Ok(ExitCode::SUCCESS)
 }

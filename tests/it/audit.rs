@@ -61,6 +61,12 @@ fn every_request_is_a_line_without_values() {
     assert_eq!(reads[0]["name"], "audited://policy");
     assert!(reads[1]["name"].is_null() && reads[1]["uriSha256"].is_string(), "{}", reads[1]);
     assert_eq!(of("initialize").len(), 1, "{text}");
+
+    // What is still queued when carte stops is written before it exits.
+    server.result("tools/call", json!({"name": "pay", "arguments": {"card": "5500000000000004"}}));
+    assert!(server.finish().success());
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(text.lines().filter(|line| line.contains("\"tools/call\"")).count(), 3, "{text}");
 }
 
 #[test]

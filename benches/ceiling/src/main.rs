@@ -26,6 +26,10 @@
 //!   --requests N   calls per measured session (default 4000)
 //!   --rounds K     rounds of turns (default 3)
 //!   --carte PATH   the carte binary (default: target/release/carte)
+//!   --catalog PATH carte's catalog (default: catalogs/reservo.yaml); a variant,
+//!                  e.g. with `rateLimit`, shows what a feature costs per call
+//!   --serve-arg A  one more argument for `carte serve` (repeat: `--serve-arg
+//!                  --audit-log --serve-arg /tmp/audit.jsonl`)
 //! ```
 //!
 //! `--gate` holds carte's context switches and system calls per call to the
@@ -87,13 +91,21 @@ struct Options {
     rounds: usize,
     gate: bool,
     carte: PathBuf,
+    catalog: PathBuf,
+    serve_args: Vec<String>,
 }
 
 impl Options {
     fn parse(args: Vec<OsString>) -> Result<Options, String> {
-        let usage = "usage: ceiling [--requests N] [--rounds K] [--gate] [--carte PATH]";
-        let mut options =
-            Options { requests: 4000, rounds: 3, gate: false, carte: root().join("target/release/carte") };
+        let usage = "usage: ceiling [--requests N] [--rounds K] [--gate] [--carte PATH] [--catalog PATH] [--serve-arg ARG]…";
+        let mut options = Options {
+            requests: 4000,
+            rounds: 3,
+            gate: false,
+            carte: root().join("target/release/carte"),
+            catalog: root().join("catalogs/reservo.yaml"),
+            serve_args: Vec::new(),
+        };
         let mut args = args.into_iter();
         while let Some(arg) = args.next() {
             let mut value = |name: &str| {
@@ -110,6 +122,8 @@ impl Options {
                     options.rounds = value("--rounds")?.parse().map_err(|_| format!("--rounds: a number\n{usage}"))?
                 }
                 Some("--carte") => options.carte = PathBuf::from(value("--carte")?),
+                Some("--catalog") => options.catalog = PathBuf::from(value("--catalog")?),
+                Some("--serve-arg") => options.serve_args.push(value("--serve-arg")?),
                 Some("--gate") => options.gate = true,
                 _ => return Err(format!("unknown argument {arg:?}\n{usage}")),
             }
@@ -141,6 +155,8 @@ impl Drop for Scratch {
 /// The two servers, each with a fresh database for every session.
 struct Servers<'a> {
     carte: &'a Path,
+    catalog: &'a Path,
+    serve_args: &'a [String],
     scratch: &'a Path,
     sessions: std::cell::Cell<u64>,
 }
@@ -156,7 +172,10 @@ impl Servers<'_> {
         let spec = match name {
             "carte" => Spec {
                 program: self.carte.to_owned(),
-                args: vec!["serve".into(), catalog().into()],
+                args: std::iter::once("serve".into())
+                    .chain(self.serve_args.iter().map(Into::into))
+                    .chain([self.catalog.into()])
+                    .collect(),
                 envs: vec![("RESERVO_DATABASE_URL".into(), database)],
             },
             _ => Spec {
@@ -172,10 +191,6 @@ impl Servers<'_> {
 /// The repository: this package is `benches/ceiling` in it.
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn catalog() -> PathBuf {
-    root().join("catalogs/reservo.yaml")
 }
 
 /// How a session sends its calls.
@@ -225,7 +240,13 @@ fn bench(options: &Options) -> Result<bool, String> {
         ));
     }
     let scratch = Scratch::new()?;
-    let servers = Servers { carte: &options.carte, scratch: &scratch.0, sessions: Default::default() };
+    let servers = Servers {
+        carte: &options.carte,
+        catalog: &options.catalog,
+        serve_args: &options.serve_args,
+        scratch: &scratch.0,
+        sessions: Default::default(),
+    };
     same_answers(&servers)?;
     let strace = strace_available();
     if !strace && options.gate {
