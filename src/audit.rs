@@ -156,7 +156,11 @@ pub fn arguments_sha256(arguments: Option<&Map<String, Value>>) -> Option<String
 
 /// SHA-256 of `bytes`, hex.
 pub fn sha256(bytes: &[u8]) -> String {
-    sha2::Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+    use std::fmt::Write as _;
+    sha2::Sha256::digest(bytes).iter().fold(String::with_capacity(64), |mut hex, byte| {
+        let _ = write!(hex, "{byte:02x}");
+        hex
+    })
 }
 
 /// Milliseconds of `elapsed`, to the microsecond.

@@ -97,6 +97,8 @@ async fn token(
             return refuse(StatusCode::BAD_REQUEST, "invalid_grant", &echoed);
         }
     };
+    // Slow, as a real exchange can be: concurrent calls overlap for sure.
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     let audience = field("audience");
     let exchanged =
         Exchanged { subject: subject.clone(), audience: audience.clone(), scope: form.get("scope").cloned() };
@@ -188,8 +190,17 @@ fn an_api_acts_as_the_caller_with_an_exchanged_token() {
         ("alice", "orders", Some("orders:read"))
     );
 
+    // Concurrent first calls of one caller wait for one exchange.
+    let carol = key.sign(&auth.url, json!({ "sub": "carol" }));
+    let answers: Vec<String> = std::thread::scope(|scope| {
+        let calls: Vec<_> = (0..4).map(|_| scope.spawn(|| common::text(&call(&server, &carol, "my_orders")))).collect();
+        calls.into_iter().map(|call| call.join().unwrap()).collect()
+    });
+    assert!(answers.iter().all(|answer| answer == "Bearer orders-token-carol-2"), "{answers:?}");
+    assert_eq!(auth.exchanges().len(), 2, "one exchange for carol's four calls");
+
     let for_bob = call(&server, &bob, "my_orders");
-    assert_eq!(common::text(&for_bob), "Bearer orders-token-bob-2", "another caller, another exchange");
+    assert_eq!(common::text(&for_bob), "Bearer orders-token-bob-3", "another caller, another exchange");
 
     let refused = call(&server, &alice, "my_bills");
     assert_eq!(refused["isError"], json!(true), "{refused}");

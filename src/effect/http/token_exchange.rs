@@ -6,14 +6,15 @@
 //!
 //! Exchanged tokens are kept per subject token (its SHA-256, never the
 //! text) until 30 s before they expire, and never past the subject token's
-//! own `exp`; an answer without `expires_in` serves its call only. At most
+//! own `exp`; an answer without `expires_in` serves its call only.
+//! Concurrent calls with one subject token wait for one exchange. At most
 //! [`MAX_CACHED`] are kept per api, and the cache stays across reloads
 //! while the exchange is configured the same. Neither token, nor the client
 //! secret, is ever logged or shown: a refusal says what the authorization
 //! server said (`error`, `error_description`), with both tokens hidden.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
@@ -71,7 +72,7 @@ pub struct ExchangeSpec {
 /// (its `Debug` says only that it is there).
 #[derive(Clone)]
 pub struct AccessToken {
-    text: std::sync::Arc<str>,
+    text: Arc<str>,
     /// Its `exp`, in seconds since the epoch.
     expires: Option<u64>,
 }
@@ -93,13 +94,34 @@ impl std::fmt::Debug for AccessToken {
 pub struct TokenExchange {
     spec: ExchangeSpec,
     url: Url,
-    cache: std::sync::Arc<Mutex<Cache>>,
+    cache: Arc<Mutex<Cache>>,
 }
 
 /// Exchanged tokens by the SHA-256 of their subject token.
 #[derive(Default)]
 struct Cache {
     tokens: HashMap<[u8; 32], Cached>,
+    /// The subject tokens being exchanged now, each with the turn its
+    /// concurrent calls take: one exchange, the others then find it kept.
+    exchanging: HashMap<[u8; 32], Arc<tokio::sync::Mutex<()>>>,
+}
+
+/// A call's place among those exchanging one subject token; the last to
+/// leave (also by cancellation) forgets the entry.
+struct Exchanging<'a> {
+    owner: &'a TokenExchange,
+    key: [u8; 32],
+    turn: Arc<tokio::sync::Mutex<()>>,
+}
+
+impl Drop for Exchanging<'_> {
+    fn drop(&mut self) {
+        let mut cache = self.owner.lock();
+        // Held by the map and by this call only: nobody else waits.
+        if Arc::strong_count(&self.turn) == 2 {
+            cache.exchanging.remove(&self.key);
+        }
+    }
 }
 
 struct Cached {
@@ -168,7 +190,7 @@ impl TokenExchange {
         });
         let cache = previous
             .filter(|previous| previous.spec == *spec)
-            .map_or_else(Default::default, |previous| std::sync::Arc::clone(&previous.cache));
+            .map_or_else(Default::default, |previous| Arc::clone(&previous.cache));
         Ok((TokenExchange { spec: spec.clone(), url, cache }, warning))
     }
 
@@ -186,16 +208,29 @@ impl TokenExchange {
             )));
         };
         let key: [u8; 32] = Sha256::digest(subject.text.as_bytes()).into();
-        let now = Instant::now();
-        if let Some(cached) = self.lock().tokens.get(&key).filter(|cached| cached.until > now) {
-            return Ok(cached.authorization.clone());
+        if let Some(kept) = self.kept(&key) {
+            return Ok(kept);
         }
+        // Concurrent calls of one caller wait for one exchange.
+        let turn = Arc::clone(self.lock().exchanging.entry(key).or_default());
+        let place = Exchanging { owner: self, key, turn };
+        let _turn = place.turn.lock().await;
+        if let Some(kept) = self.kept(&key) {
+            return Ok(kept);
+        }
+        let now = Instant::now();
         let (authorization, lifetime) = self.exchange(client, api, subject).await?;
         if let Some(lifetime) = lifetime.and_then(|lifetime| lifetime.checked_sub(MARGIN)) {
             let until = now + lifetime.min(subject.remaining());
             self.lock().insert(key, Cached { authorization: authorization.clone(), until }, now);
         }
         Ok(authorization)
+    }
+
+    /// The kept token for the subject token `key`, while it is good.
+    fn kept(&self, key: &[u8; 32]) -> Option<HeaderValue> {
+        let now = Instant::now();
+        self.lock().tokens.get(key).filter(|cached| cached.until > now).map(|cached| cached.authorization.clone())
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Cache> {

@@ -219,11 +219,7 @@ pub fn http_owner(modern: bool, headers: &axum::http::HeaderMap, caller: Option<
         return Some(caller.owner.clone());
     }
     Some(match headers.get(axum::http::header::AUTHORIZATION) {
-        Some(token) => {
-            use sha2::Digest as _;
-            let digest = sha2::Sha256::digest(token.as_bytes());
-            format!("bearer:{}", digest.iter().map(|b| format!("{b:02x}")).collect::<String>())
-        }
+        Some(token) => format!("bearer:{}", crate::audit::sha256(token.as_bytes())),
         None => "http".to_owned(),
     })
 }
