@@ -334,6 +334,14 @@ fn serve(
         catalog.resource_templates.len(),
         if http.is_some() { "HTTP" } else { "stdio" }
     );
+    if http.as_ref().is_none_or(|http| http.oauth.is_none()) {
+        for (name, _) in catalog.blocks.apis.iter().filter(|(_, api)| api.acts_as_caller()) {
+            tracing::warn!(
+                "api `{name}` acts as the caller (`auth.exchange`), but carte verifies no caller without \
+                 --http and --oauth-issuer: its tools will fail"
+            );
+        }
+    }
     let inputs = catalog.inputs.clone();
     let state_keys = state_keys.unwrap_or_else(|| {
         if let Some(replicas) = &replicas {

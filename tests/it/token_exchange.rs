@@ -230,6 +230,22 @@ fn a_call_without_an_access_token_is_refused_before_anything_is_sent() {
         "{said}"
     );
     assert!(auth.exchanges().is_empty(), "nothing was exchanged");
+
+    // The operator hears it when carte starts.
+    let ran = common::run_to_end(
+        common::carte()
+            .arg("serve")
+            .arg(&path)
+            .env("ORDERS_CLIENT_SECRET", CLIENT_SECRET)
+            .stdin(std::process::Stdio::null()),
+        "carte serve over stdio",
+        common::TIMEOUT,
+    );
+    let stderr = String::from_utf8_lossy(&ran.stderr);
+    assert!(
+        stderr.contains("api `orders` acts as the caller (`auth.exchange`), but carte verifies no caller"),
+        "{stderr}"
+    );
 }
 
 #[test]

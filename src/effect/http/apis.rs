@@ -84,6 +84,14 @@ pub(super) struct Retry {
     pub(super) backoff: Duration,
 }
 
+impl Api {
+    /// Whether it acts as the caller (`auth: { exchange }`): its calls need
+    /// a verified caller's token.
+    pub fn acts_as_caller(&self) -> bool {
+        self.exchange.is_some()
+    }
+}
+
 /// One `apis:` entry as declared.
 pub type DeclaredApi<'a> = crate::effect::Declared<'a, ApiSpec>;
 
