@@ -45,21 +45,30 @@ async fn upstream(State(log): State<Log>, request: Request) -> axum::response::R
     axum::Json(json!({"ok": true})).into_response()
 }
 
+/// The catalog `carte import openapi SPEC` writes (into `dir`), checked: no error, no warning.
+fn imported(spec: &std::path::Path, dir: &TempDir) -> std::path::PathBuf {
+    let ran = run_to_end(common::carte().args(["import", "openapi"]).arg(spec), "carte import openapi", TIMEOUT);
+    assert_eq!(ran.status.code(), Some(0), "{}", String::from_utf8_lossy(&ran.stderr));
+    let catalog = dir.write("imported.yaml", &String::from_utf8(ran.stdout).unwrap());
+    let (code, _, stderr) = common::run_cli("check", &catalog, &[], &[]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(!stderr.contains("warning"), "{stderr}");
+    catalog
+}
+
+/// An upstream that records each request as `METHOD URI BODY`.
+fn recording_upstream() -> (Log, common::http::LocalServer) {
+    let log: Log = Arc::default();
+    let app = axum::Router::new().fallback(upstream).with_state(log.clone());
+    (log, common::http::LocalServer::bind().serve(app))
+}
+
 #[test]
 fn an_imported_description_checks_clean_and_calls_its_api() {
     let dir = TempDir::new("import-openapi");
     let spec = dir.write("pets.yaml", SPEC);
-    let ran = run_to_end(common::carte().args(["import", "openapi"]).arg(&spec), "carte import openapi", TIMEOUT);
-    assert_eq!(ran.status.code(), Some(0), "{}", String::from_utf8_lossy(&ran.stderr));
-    let catalog = dir.write("pets-catalog.yaml", &String::from_utf8(ran.stdout).unwrap());
-
-    let (code, _, stderr) = common::run_cli("check", &catalog, &[], &[]);
-    assert_eq!(code, Some(0), "{stderr}");
-    assert!(!stderr.contains("warning"), "{stderr}");
-
-    let log: Log = Arc::default();
-    let app = axum::Router::new().fallback(upstream).with_state(log.clone());
-    let local = common::http::LocalServer::bind().serve(app);
+    let catalog = imported(&spec, &dir);
+    let (log, local) = recording_upstream();
     let base = format!("http://{}/v1", local.addr);
     let mut server = Server::initialized(&catalog, &[("PET_STORE_BASE_URL", base.as_str())]);
     let call = |server: &mut Server, name: &str, arguments| {
@@ -88,18 +97,9 @@ fn what_is_not_openapi_is_refused() {
 
 #[test]
 fn the_swagger_petstore_imports_checks_clean_and_calls_its_api() {
-    let spec = common::repo_root().join("tests/openapi/petstore.json");
-    let ran = run_to_end(common::carte().args(["import", "openapi"]).arg(&spec), "carte import openapi", TIMEOUT);
-    assert_eq!(ran.status.code(), Some(0), "{}", String::from_utf8_lossy(&ran.stderr));
     let dir = TempDir::new("import-petstore");
-    let catalog = dir.write("petstore.yaml", &String::from_utf8(ran.stdout).unwrap());
-    let (code, _, stderr) = common::run_cli("check", &catalog, &[], &[]);
-    assert_eq!(code, Some(0), "{stderr}");
-    assert!(!stderr.contains("warning"), "{stderr}");
-
-    let log: Log = Arc::default();
-    let app = axum::Router::new().fallback(upstream).with_state(log.clone());
-    let local = common::http::LocalServer::bind().serve(app);
+    let catalog = imported(&common::repo_root().join("tests/openapi/petstore.json"), &dir);
+    let (log, local) = recording_upstream();
     let base = format!("http://{}/v2", local.addr);
     let mut server = Server::initialized(&catalog, &[("SWAGGER_PETSTORE_BASE_URL", base.as_str())]);
     let listed = server.result("tools/list", json!({}));

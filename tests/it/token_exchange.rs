@@ -166,15 +166,31 @@ fn call(server: &HttpServer, token: &str, tool: &str) -> Value {
     answer["result"].clone()
 }
 
-#[test]
-fn an_api_acts_as_the_caller_with_an_exchanged_token() {
+/// What every test here runs against: a signing key, its authorization
+/// server, the upstream, and the catalog (in its folder).
+struct Setup {
+    key: Key,
+    auth: AuthServer,
+    _upstream: LocalServer,
+    _dir: TempDir,
+    path: std::path::PathBuf,
+}
+
+fn setup(name: &str) -> Setup {
     let key = Key::new("k1");
     let auth = AuthServer::start(&key);
     let upstream = upstream();
-    let dir = TempDir::new("token-exchange");
+    let dir = TempDir::new(name);
     let path = dir.write("catalog.yaml", &catalog(&upstream, &auth));
+    Setup { key, auth, _upstream: upstream, _dir: dir, path }
+}
+
+#[test]
+fn an_api_acts_as_the_caller_with_an_exchanged_token() {
+    let setup = setup("token-exchange");
+    let (key, auth, path) = (&setup.key, &setup.auth, &setup.path);
     let envs = [("ORDERS_CLIENT_SECRET", CLIENT_SECRET)];
-    let server = HttpServer::start(&path, &["--oauth-issuer", &auth.url, "--public-url", PUBLIC_URL], &envs);
+    let server = HttpServer::start(path, &["--oauth-issuer", &auth.url, "--public-url", PUBLIC_URL], &envs);
     let alice = key.sign(&auth.url, json!({ "sub": "alice" }));
     let bob = key.sign(&auth.url, json!({ "sub": "bob" }));
 
@@ -216,12 +232,9 @@ fn an_api_acts_as_the_caller_with_an_exchanged_token() {
 
 #[test]
 fn a_call_without_an_access_token_is_refused_before_anything_is_sent() {
-    let key = Key::new("k1");
-    let auth = AuthServer::start(&key);
-    let upstream = upstream();
-    let dir = TempDir::new("token-exchange-stdio");
-    let path = dir.write("catalog.yaml", &catalog(&upstream, &auth));
-    let mut server = common::Server::initialized(&path, &[("ORDERS_CLIENT_SECRET", CLIENT_SECRET)]);
+    let setup = setup("token-exchange-stdio");
+    let (auth, path) = (&setup.auth, &setup.path);
+    let mut server = common::Server::initialized(path, &[("ORDERS_CLIENT_SECRET", CLIENT_SECRET)]);
     let result = server.result("tools/call", json!({"name": "my_orders", "arguments": {}}));
     assert_eq!(result["isError"], json!(true), "{result}");
     let said = common::text(&result);
@@ -235,7 +248,7 @@ fn a_call_without_an_access_token_is_refused_before_anything_is_sent() {
     let ran = common::run_to_end(
         common::carte()
             .arg("serve")
-            .arg(&path)
+            .arg(path)
             .env("ORDERS_CLIENT_SECRET", CLIENT_SECRET)
             .stdin(std::process::Stdio::null()),
         "carte serve over stdio",
@@ -250,13 +263,10 @@ fn a_call_without_an_access_token_is_refused_before_anything_is_sent() {
 
 #[test]
 fn a_wrong_client_secret_is_the_authorization_servers_refusal() {
-    let key = Key::new("k1");
-    let auth = AuthServer::start(&key);
-    let upstream = upstream();
-    let dir = TempDir::new("token-exchange-client");
-    let path = dir.write("catalog.yaml", &catalog(&upstream, &auth));
+    let setup = setup("token-exchange-client");
+    let (key, auth, path) = (&setup.key, &setup.auth, &setup.path);
     let envs = [("ORDERS_CLIENT_SECRET", "not-the-secret")];
-    let server = HttpServer::start(&path, &["--oauth-issuer", &auth.url, "--public-url", PUBLIC_URL], &envs);
+    let server = HttpServer::start(path, &["--oauth-issuer", &auth.url, "--public-url", PUBLIC_URL], &envs);
     let alice = key.sign(&auth.url, json!({ "sub": "alice" }));
     let result = call(&server, &alice, "my_orders");
     let said = common::text(&result);
