@@ -97,7 +97,8 @@ struct Options {
 
 impl Options {
     fn parse(args: Vec<OsString>) -> Result<Options, String> {
-        let usage = "usage: ceiling [--requests N] [--rounds K] [--gate] [--carte PATH] [--catalog PATH] [--serve-arg ARG]…";
+        let usage =
+            "usage: ceiling [--requests N] [--rounds K] [--gate] [--carte PATH] [--catalog PATH] [--serve-arg ARG]…";
         let mut options = Options {
             requests: 4000,
             rounds: 3,
