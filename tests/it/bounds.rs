@@ -219,8 +219,8 @@ fn runaway_calls_cannot_monopolize_a_stdio_server() {
     server.send(&json!({"jsonrpc": "2.0", "id": "hello", "method": "tools/call",
         "params": {"name": "hello", "arguments": {}}}));
     let deadline = Instant::now() + TIMEOUT * 3;
-    let mut order = Vec::new();
-    while order.len() < 4 {
+    let mut answered = Vec::new();
+    while answered.len() < 4 {
         let message = server.next_message(deadline).expect("every call is answered");
         let Some(id) = message["id"].as_str() else { continue };
         if id == "hello" {
@@ -228,13 +228,14 @@ fn runaway_calls_cannot_monopolize_a_stdio_server() {
         } else {
             assert_refused(&message);
         }
-        order.push(id.to_owned());
+        answered.push(id.to_owned());
     }
-    // The doublings fill both render slots and the jq call waits behind
-    // them; a trivial call that queued for a slot too would come last. (On
-    // a busy machine a doubling may be refused before the trivial call's
-    // turn on the request thread comes, so "first" is not promised.)
-    assert_ne!(order.last().map(String::as_str), Some("hello"), "the trivial call waited for the runaways: {order:?}");
+    // No order is asserted: each runaway is refused within a millisecond or
+    // two of starting (its byte budget), so which answer comes first is a
+    // race. That the trivial call never waits for a slot behind renders that
+    // take long is a_ping_is_answered_while_a_slow_render_runs_on_stdio, and
+    // the fair turns are render::pool's unit tests.
+    assert!(answered.iter().any(|id| id == "hello"), "{answered:?}");
     let peak = peak_rss(server.pid());
     assert!(peak < MEMORY_CEILING, "carte's resident memory peaked at {} MiB", peak >> 20);
     server.result("ping", json!({}));
