@@ -399,10 +399,12 @@ const PIPELINED_SYSCALLS_MARGIN: f64 = 0.25;
 
 /// What `--gate` allows carte's idle memory (VmRSS after `initialize`), as
 /// a multiple of the ceiling's. Resident pages are counted, not timed: the
-/// same binary shows the same figure within 1% run after run. Most of it is
-/// code; a stale `link/carte.order` (the functions no longer laid out
-/// together) shows as about 3×.
-const IDLE_RSS_RATIO: f64 = 2.0;
+/// same carte shows the same figure within 2% run after run (the ceiling's
+/// moves by 7%, 5.6 to 6.0 MiB). Carte is at 1.9× (Dec 2026); the margin
+/// above 2× is the ceiling's spread. Most of it is code: a stale
+/// `link/carte.order` (the functions no longer laid out together) shows as
+/// about 3×.
+const IDLE_RSS_RATIO: f64 = 2.25;
 
 /// The gate: carte's counts per call against the ceiling's plus the margins,
 /// and its idle memory. CPU time is not gated: it is reported (machines are
