@@ -4,6 +4,11 @@
 
 mod cli;
 
+/// mimalloc serves the many small, short-lived blocks of a request with less
+/// work than glibc's malloc (a fifth of a call's CPU over HTTP).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;

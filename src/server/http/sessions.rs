@@ -284,9 +284,17 @@ impl Sessions {
 /// Hands memory back to the system at most this often.
 const TRIM_EVERY: Duration = Duration::from_secs(1);
 
-/// Returns the free pages of the allocator's arenas to the system (glibc;
-/// elsewhere the allocator does it on its own). Blocking: it walks every arena.
+/// Returns freed memory to the system now rather than later: mimalloc's
+/// (the allocator of the `carte` binary; it would purge it on its own about a
+/// second after it is freed, on its next use) and glibc's (what C libraries such
+/// as SQLite allocate). Blocking: it walks every arena.
 pub fn release_freed_memory() {
+    // SAFETY: mi_collect has no preconditions and only releases memory that
+    // is free (in a program whose allocator is not mimalloc, none).
+    #[allow(unsafe_code)]
+    unsafe {
+        libmimalloc_sys::mi_collect(true)
+    };
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
         // SAFETY: malloc_trim has no preconditions; it takes each arena's lock
