@@ -1,7 +1,7 @@
 //! Lays out the release `carte` binary: the functions start-up and a tool call
 //! run (listed in `link/carte.order`, recorded by `link/record-order`) are
-//! linked next to each other, so serving touches a few hundred KiB of code in
-//! a row instead of pages spread over the whole binary (idle memory and cold
+//! linked next to each other, so serving touches about 4 MiB of code in a
+//! row instead of pages spread over the whole binary (idle memory and cold
 //! start: see `link/README.md`).
 //!
 //! Only where the linker is LLD, which reads a symbol ordering file: the

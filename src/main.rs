@@ -4,11 +4,6 @@
 
 mod cli;
 
-/// mimalloc serves the many small, short-lived blocks of a request with less
-/// work than glibc's malloc (a fifth of a call's CPU over HTTP).
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -29,6 +24,11 @@ use cli::arguments::{
     tool_arguments, typed_argument,
 };
 use cli::{Cli, Command, Format};
+
+/// mimalloc serves the many small, short-lived blocks of a request with less
+/// work than glibc's malloc (a fifth of a call's CPU over HTTP).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();

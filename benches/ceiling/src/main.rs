@@ -415,11 +415,12 @@ fn gate(figures: &[Figures; 2]) -> bool {
     println!();
     let (carte_rss, ceiling_rss) = (median(&carte.rss_kib) / 1024.0, median(&ceiling.rss_kib) / 1024.0);
     let limit = ceiling_rss * IDLE_RSS_RATIO;
-    passed &= carte_rss <= limit;
+    let ok = carte_rss <= limit;
+    passed &= ok;
     println!(
         "gate {}: idle RSS: carte {carte_rss:.1} MiB, ceiling {ceiling_rss:.1} MiB, allowed up to {limit:.1} MiB \
          (ceiling × {IDLE_RSS_RATIO}; past it, see link/README.md)",
-        if carte_rss <= limit { "ok  " } else { "FAIL" },
+        if ok { "ok  " } else { "FAIL" },
     );
     for (slot, mode) in Mode::ALL.into_iter().enumerate() {
         let (switches, syscalls) = match mode {
