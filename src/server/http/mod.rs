@@ -264,8 +264,13 @@ fn router(
     }
     origins.extend(options.allow_origins.iter().cloned());
     let access = Access::new(&hosts, &origins)?;
+    // A 2026-07-28 request whose first message is its answer is answered as
+    // one JSON body; one that sends progress or logs first gets an SSE stream
+    // (rmcp falls back by itself). An SSE reply costs a keep-alive timer, a
+    // chunked body and a wake-up more per request.
     let mut config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(true)
+        .with_json_response(true)
         .with_allowed_hosts(hosts)
         .with_allowed_origins(origins)
         .with_max_request_body_bytes(options.max_body_bytes)
