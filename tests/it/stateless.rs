@@ -1,6 +1,7 @@
 //! What a 2026-07-28 (stateless, SEP-2575) request's answer stream may carry,
 //! over HTTP: log messages only when the request's `_meta` names a log level,
-//! and never a request from the server to the client. (The conformance
+//! and never a request from the server to the client; an answer that comes
+//! alone is one JSON body, one after logs an SSE stream in order. (The conformance
 //! suite's `server-stateless` scenario probes the same with its diagnostic
 //! tools in `examples/conformance/catalog.yaml`.)
 
@@ -33,6 +34,11 @@ tools:
 /// Every message of the answer to a 2026-07-28 `tools/call` of `tool`, with
 /// `extra` added to the request's `_meta`.
 fn call(server: &HttpServer, tool: &str, capabilities: Value, extra: &[(&str, Value)]) -> Vec<Value> {
+    answer(server, tool, capabilities, extra).1
+}
+
+/// The answer's content type and its messages, as [`call`] sends it.
+fn answer(server: &HttpServer, tool: &str, capabilities: Value, extra: &[(&str, Value)]) -> (String, Vec<Value>) {
     let mut meta = meta_2026(capabilities);
     for (key, value) in extra {
         meta[*key] = value.clone();
@@ -42,9 +48,10 @@ fn call(server: &HttpServer, tool: &str, capabilities: Value, extra: &[(&str, Va
     let headers = [("MCP-Protocol-Version", "2026-07-28"), ("Mcp-Method", "tools/call"), ("Mcp-Name", tool)];
     let response = send(server.addr, "POST", "/mcp", &headers, Some(&body));
     assert_eq!(response.status, 200);
+    let content_type = response.header("content-type").unwrap_or_default().to_owned();
     let messages = response.messages();
     assert!(messages.iter().any(|m| m["id"] == 3), "no answer in {messages:?}");
-    messages
+    (content_type, messages)
 }
 
 fn logs_in(messages: &[Value]) -> Vec<&Value> {
@@ -71,4 +78,19 @@ fn never_sends_a_request_to_the_client() {
     assert!(requests.is_empty(), "{messages:?}");
     let answer = messages.iter().find(|m| m["id"] == 3).cloned().unwrap_or_default();
     assert!(answer.get("result").is_some(), "{answer}");
+}
+
+#[test]
+fn an_answer_alone_is_json_and_one_after_logs_a_stream() {
+    let dir = TempDir::new("stateless-json");
+    let server = HttpServer::start(&dir.write("catalog.yaml", CATALOG), &[], &[]);
+    let (alone, messages) = answer(&server, "logs", json!({}), &[]);
+    assert_eq!(alone, "application/json", "{messages:?}");
+    assert_eq!(messages.len(), 1, "{messages:?}");
+    let level = [("io.modelcontextprotocol/logLevel", json!("info"))];
+    let (streamed, messages) = answer(&server, "logs", json!({}), &level);
+    assert!(streamed.starts_with("text/event-stream"), "{streamed}: {messages:?}");
+    let order: Vec<&str> =
+        messages.iter().map(|m| if m["id"] == 3 { "answer" } else { m["method"].as_str().unwrap_or("?") }).collect();
+    assert_eq!(order, ["notifications/message", "answer"], "{messages:?}");
 }
