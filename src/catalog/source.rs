@@ -132,9 +132,10 @@ fn pointer_key(pointer: &str) -> u64 {
     hasher.finish()
 }
 
-/// Escapes one JSON pointer segment.
-pub fn escape_pointer(segment: &str) -> String {
-    segment.replace('~', "~0").replace('/', "~1")
+/// Escapes one JSON pointer segment (borrowed when it has nothing to escape,
+/// as nearly every key has).
+pub fn escape_pointer(segment: &str) -> std::borrow::Cow<'_, str> {
+    if segment.contains(['~', '/']) { segment.replace('~', "~0").replace('/', "~1").into() } else { segment.into() }
 }
 
 /// One parsed catalog file.

@@ -2,6 +2,8 @@
 //! values, read from the environment when the file loads; every value taken
 //! from the environment is remembered as a secret.
 
+use std::fmt::Write as _;
+
 use serde_json::Value;
 
 use super::{Positions, escape_pointer};
@@ -30,7 +32,7 @@ pub(super) fn expand_env(
         Value::Array(items) => {
             for (idx, item) in items.iter_mut().enumerate() {
                 let len = pointer.len();
-                pointer.push_str(&format!("/{idx}"));
+                let _ = write!(pointer, "/{idx}");
                 expand_env(item, pointer, positions, env, problems);
                 pointer.truncate(len);
             }

@@ -16,8 +16,8 @@ use url::Url;
 use super::token_exchange::{AuthSpec, TokenExchange};
 use super::{
     DEFAULT_BACKOFF, DEFAULT_RETRY_ON, DEFAULT_TIMEOUT, MAX_ATTEMPTS, MAX_IDLE_PER_HOST, MAX_RETRY_WAIT, MAX_TIMEOUT,
-    escape_pointer,
 };
+use crate::catalog::source::escape_pointer;
 use crate::diag::{Diagnostic, innermost};
 use crate::duration::{DurationSpec, positive_at_most};
 use crate::effect::block::Block;

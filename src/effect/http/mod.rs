@@ -42,6 +42,7 @@ use exchange::{error_body, show_status};
 pub use token_exchange::{AccessToken, AuthSpec, ExchangeSpec};
 
 use super::{Call, Check, EffectError, Failure, Kind, Output, Reads, Sections, Template};
+use crate::catalog::source::escape_pointer;
 use crate::diag::{Diagnostic, did_you_mean};
 use crate::duration::{DurationSpec, show_duration};
 use crate::telemetry;
@@ -569,11 +570,6 @@ fn outside_tags(source: &str, marks: &[char]) -> Option<(usize, char)> {
         rest = source[close_from..].find(close).map_or(source.len(), |at| close_from + at + 2);
     }
     None
-}
-
-/// A JSON pointer segment for `key`.
-fn escape_pointer(key: &str) -> String {
-    key.replace('~', "~0").replace('/', "~1")
 }
 
 /// A rendered value as text for a query value or header: `None` for null
