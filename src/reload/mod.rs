@@ -88,38 +88,33 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) {
     let (changed, mut changes) = mpsc::unbounded_channel();
-    let mut served_inputs = inputs;
-    // Starting the watcher (a thread, a watch per folder, each a round trip
-    // to that thread) and looking for a save during the start-up load (the
-    // load is older than the watch) read the disk: off the runtime thread,
-    // which meanwhile answers the client's `initialize`.
-    let (mut watch, mut stale) = match options.watch {
-        None => (None, false),
-        Some(mode) => {
-            let inputs = served_inputs.clone();
-            let started = tokio::task::spawn_blocking(move || {
-                let mut watch = watch::Watch::new(mode, changed)?;
-                watch.follow(&inputs);
-                Ok::<_, notify::Error>((watch, inputs.changed().is_some()))
-            })
-            .await;
-            match started {
-                Ok(Ok((watch, stale))) => (Some(watch), stale),
-                Ok(Err(err)) => {
-                    tracing::error!("cannot watch the catalog's files ({err}); reload with SIGHUP instead");
-                    (None, false)
-                }
-                // The runtime is shutting down (a start-up that failed after
-                // the load, such as a port in use): nothing to reload.
-                Err(err) if err.is_cancelled() => return,
-                Err(err) => {
-                    tracing::error!("cannot watch the catalog's files ({err}); reload with SIGHUP instead");
-                    (None, false)
-                }
+    let mut watch = match options.watch {
+        None => None,
+        Some(mode) => match watch::Watch::new(mode, changed) {
+            Ok(watch) => Some(watch),
+            Err(err) => {
+                tracing::error!("cannot watch the catalog's files ({err}); reload with SIGHUP instead");
+                None
             }
-        }
+        },
     };
+    let mut served_inputs = inputs;
+    if let Some(watch) = &mut watch {
+        watch.follow(&served_inputs);
+    }
     let writers = watch.as_ref().map(watch::Watch::writers);
+    // A save during the start-up load is older than the watch: look for one.
+    let mut stale = false;
+    if watch.is_some() {
+        let inputs = served_inputs.clone();
+        stale = match tokio::task::spawn_blocking(move || inputs.changed().is_some()).await {
+            Ok(changed) => changed,
+            // The runtime is shutting down (a start-up that failed after the
+            // load, such as a port in use): nothing to reload.
+            Err(err) if err.is_cancelled() => return,
+            Err(_) => true,
+        };
+    }
     let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
         .map_err(|err| tracing::warn!("SIGHUP will not reload: {err}"))
         .ok();
