@@ -187,6 +187,12 @@ impl SourceCache {
     }
 }
 
+/// Escapes one JSON pointer segment, for the pointers diagnostics are
+/// located by (borrowed when it has nothing to escape, as nearly every key).
+pub fn escape_pointer(segment: &str) -> std::borrow::Cow<'_, str> {
+    if segment.contains(['~', '/']) { segment.replace('~', "~0").replace('/', "~1").into() } else { segment.into() }
+}
+
 /// Edit distance between two short strings (for "did you mean").
 /// A swap of two neighbouring letters counts as one edit (`titel` → `title`).
 pub fn edit_distance(a: &str, b: &str) -> usize {

@@ -132,11 +132,7 @@ fn pointer_key(pointer: &str) -> u64 {
     hasher.finish()
 }
 
-/// Escapes one JSON pointer segment (borrowed when it has nothing to escape,
-/// as nearly every key has).
-pub fn escape_pointer(segment: &str) -> std::borrow::Cow<'_, str> {
-    if segment.contains(['~', '/']) { segment.replace('~', "~0").replace('/', "~1").into() } else { segment.into() }
-}
+pub use crate::diag::escape_pointer;
 
 /// One parsed catalog file.
 #[derive(Debug, Clone)]

@@ -17,8 +17,7 @@ use super::token_exchange::{AuthSpec, TokenExchange};
 use super::{
     DEFAULT_BACKOFF, DEFAULT_RETRY_ON, DEFAULT_TIMEOUT, MAX_ATTEMPTS, MAX_IDLE_PER_HOST, MAX_RETRY_WAIT, MAX_TIMEOUT,
 };
-use crate::catalog::source::escape_pointer;
-use crate::diag::{Diagnostic, innermost};
+use crate::diag::{Diagnostic, escape_pointer, innermost};
 use crate::duration::{DurationSpec, positive_at_most};
 use crate::effect::block::Block;
 

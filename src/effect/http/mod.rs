@@ -42,8 +42,7 @@ use exchange::{error_body, show_status};
 pub use token_exchange::{AccessToken, AuthSpec, ExchangeSpec};
 
 use super::{Call, Check, EffectError, Failure, Kind, Output, Reads, Sections, Template};
-use crate::catalog::source::escape_pointer;
-use crate::diag::{Diagnostic, did_you_mean};
+use crate::diag::{Diagnostic, did_you_mean, escape_pointer};
 use crate::duration::{DurationSpec, show_duration};
 use crate::telemetry;
 use tracing::Instrument as _;
