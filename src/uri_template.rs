@@ -157,43 +157,29 @@ impl Operator {
 impl UriTemplate {
     /// Parses `source` and compiles its matcher, or says what is wrong with it.
     pub fn parse(source: &str) -> Result<UriTemplate, String> {
-        let mut parts = Vec::new();
-        let mut rest = source;
-        while !rest.is_empty() {
-            match rest.find(['{', '}']) {
-                Some(idx) if rest.as_bytes()[idx] == b'}' => {
-                    return Err(format!("unmatched `}}` at character {}", source.len() - rest.len() + idx + 1));
-                }
-                Some(idx) => {
-                    if idx > 0 {
-                        parts.push(Part::Literal(rest[..idx].to_owned()));
-                    }
-                    let after = &rest[idx + 1..];
-                    let Some(end) = after.find('}') else {
-                        return Err("unclosed `{`".to_owned());
-                    };
-                    parts.push(parse_expression(&after[..end])?);
-                    rest = &after[end + 1..];
-                }
-                None => {
-                    parts.push(Part::Literal(rest.to_owned()));
-                    rest = "";
-                }
-            }
-        }
-        for part in &parts {
-            if let Part::Literal(text) = part
-                && text.chars().any(|c| c.is_whitespace() || c == '"' || c == '<' || c == '>')
-            {
-                return Err(format!("`{text}` contains characters not allowed in a URI"));
-            }
-        }
+        let parts = parse_parts(source)?;
         let prefix = match parts.first() {
             Some(Part::Literal(text)) => text.clone(),
             _ => String::new(),
         };
         let matcher = compile(&parts)?;
         Ok(UriTemplate { source: source.to_owned(), parts, prefix, matcher })
+    }
+
+    /// The variable names of `source` read as a template, in order of
+    /// appearance, without compiling a matcher; none if it is not one.
+    pub fn variables_in(source: &str) -> Vec<String> {
+        parse_parts(source)
+            .map(|parts| {
+                parts
+                    .into_iter()
+                    .flat_map(|part| match part {
+                        Part::Expression { variables, .. } => variables,
+                        Part::Literal(_) => Vec::new(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 
     /// The template as written.
@@ -245,6 +231,42 @@ impl UriTemplate {
         }
         Some(found)
     }
+}
+
+/// The literal parts and expressions of `source`, or what is wrong with it.
+fn parse_parts(source: &str) -> Result<Vec<Part>, String> {
+    let mut parts = Vec::new();
+    let mut rest = source;
+    while !rest.is_empty() {
+        match rest.find(['{', '}']) {
+            Some(idx) if rest.as_bytes()[idx] == b'}' => {
+                return Err(format!("unmatched `}}` at character {}", source.len() - rest.len() + idx + 1));
+            }
+            Some(idx) => {
+                if idx > 0 {
+                    parts.push(Part::Literal(rest[..idx].to_owned()));
+                }
+                let after = &rest[idx + 1..];
+                let Some(end) = after.find('}') else {
+                    return Err("unclosed `{`".to_owned());
+                };
+                parts.push(parse_expression(&after[..end])?);
+                rest = &after[end + 1..];
+            }
+            None => {
+                parts.push(Part::Literal(rest.to_owned()));
+                rest = "";
+            }
+        }
+    }
+    for part in &parts {
+        if let Part::Literal(text) = part
+            && text.chars().any(|c| c.is_whitespace() || c == '"' || c == '<' || c == '>')
+        {
+            return Err(format!("`{text}` contains characters not allowed in a URI"));
+        }
+    }
+    Ok(parts)
 }
 
 fn parse_expression(body: &str) -> Result<Part, String> {

@@ -26,6 +26,7 @@
 //! YAML silently leaves it out of the value.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Number, Value};
@@ -47,7 +48,7 @@ pub struct Positions {
     /// Keyed by a hash of the pointer, not the pointer itself: a 10,000-tool
     /// catalog has a quarter of a million nodes. (Two pointers sharing a
     /// 64-bit hash would only misplace a diagnostic.)
-    nodes: HashMap<u64, NodePosition>,
+    nodes: HashMap<u64, NodePosition, BuildHasherDefault<KeyIsHash>>,
     /// Keys read as another (a misspelled `sqll:` read as `sql:`): the
     /// pointer as read, and as written. A pointer under one is found where
     /// it is written.
@@ -124,9 +125,30 @@ impl Positions {
     }
 }
 
+/// Hashes a key of [`Positions`], already a hash, as itself.
+#[derive(Default)]
+struct KeyIsHash(u64);
+
+impl Hasher for KeyIsHash {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `u64` keys are hashed here; anything else is folded in.
+        for &byte in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(byte);
+        }
+    }
+
+    fn write_u64(&mut self, key: u64) {
+        self.0 = key;
+    }
+}
+
 /// The key of a JSON pointer in [`Positions`]: a stable 64-bit hash.
 fn pointer_key(pointer: &str) -> u64 {
-    use std::hash::{Hash, Hasher};
+    use std::hash::Hash;
     let mut hasher = std::hash::DefaultHasher::new();
     pointer.hash(&mut hasher);
     hasher.finish()

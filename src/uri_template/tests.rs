@@ -43,6 +43,17 @@ fn values_are_percent_decoded_once() {
 }
 
 #[test]
+fn variables_are_read_without_compiling() {
+    assert_eq!(UriTemplate::variables_in("x://{a}/y{?b,c}"), vec!["a", "b", "c"]);
+    assert_eq!(
+        UriTemplate::variables_in("x://{a}/y{?b,c}"),
+        UriTemplate::parse("x://{a}/y{?b,c}").unwrap().variables()
+    );
+    assert!(UriTemplate::variables_in("x://fixed/path").is_empty());
+    assert!(UriTemplate::variables_in("x://{unclosed").is_empty());
+}
+
+#[test]
 fn ambiguous_templates_resolve_as_documented() {
     // The first expression takes the longest value that lets the rest match.
     let t = UriTemplate::parse("x://{+a}/{+b}").unwrap();

@@ -19,9 +19,8 @@ impl Builder<'_> {
     pub(super) fn resource(&mut self, decl: &Declared<ResourceSpec>) -> Option<Resource> {
         let spec = &decl.spec;
         let origin = &decl.origin;
-        let variables: Vec<String> = crate::uri_template::UriTemplate::parse(&spec.uri)
-            .map(|t| t.variables().iter().map(|v| (*v).to_owned()).collect())
-            .unwrap_or_default();
+        // The variables only: a fixed URI needs no matcher compiled.
+        let variables = crate::uri_template::UriTemplate::variables_in(&spec.uri);
         if !variables.is_empty() {
             let location = self.assembled.locate(origin, "/uri");
             let message = format!("`{}` is a URI template, but a resource has one fixed URI", spec.uri);
