@@ -169,17 +169,7 @@ impl UriTemplate {
     /// The variable names of `source` read as a template, in order of
     /// appearance, without compiling a matcher; none if it is not one.
     pub fn variables_in(source: &str) -> Vec<String> {
-        parse_parts(source)
-            .map(|parts| {
-                parts
-                    .into_iter()
-                    .flat_map(|part| match part {
-                        Part::Expression { variables, .. } => variables,
-                        Part::Literal(_) => Vec::new(),
-                    })
-                    .collect()
-            })
-            .unwrap_or_default()
+        parse_parts(source).map(|parts| names(&parts).map(str::to_owned).collect()).unwrap_or_default()
     }
 
     /// The template as written.
@@ -189,13 +179,7 @@ impl UriTemplate {
 
     /// The variable names, in order of appearance.
     pub fn variables(&self) -> Vec<&str> {
-        self.parts
-            .iter()
-            .flat_map(|part| match part {
-                Part::Expression { variables, .. } => variables.iter().map(String::as_str).collect(),
-                Part::Literal(_) => Vec::new(),
-            })
-            .collect()
+        names(&self.parts).collect()
     }
 
     /// If `uri` is an expansion of this template, its variables and values
@@ -231,6 +215,17 @@ impl UriTemplate {
         }
         Some(found)
     }
+}
+
+/// The variable names of `parts`, in order of appearance.
+fn names(parts: &[Part]) -> impl Iterator<Item = &str> {
+    parts
+        .iter()
+        .flat_map(|part| match part {
+            Part::Expression { variables, .. } => variables.as_slice(),
+            Part::Literal(_) => &[],
+        })
+        .map(String::as_str)
 }
 
 /// The literal parts and expressions of `source`, or what is wrong with it.
