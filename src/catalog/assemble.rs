@@ -9,8 +9,9 @@ use indexmap::IndexMap;
 use serde_json::{Map, Value};
 
 use crate::catalog::model::{PromptSpec, ResourceSpec, ResourceTemplateSpec, ServerSpec, ToolSpec};
-use crate::catalog::source::{ParsedFile, Positions, escape_pointer, parse_file};
+use crate::catalog::source::{ParsedFile, Positions, parse_file};
 use crate::catalog::structure::{Dropped, Entries, check_file};
+use crate::diag::escape_pointer;
 use crate::diag::{Diagnostic, Location};
 use crate::effect::Blocks;
 use crate::effect::block::{Block, EachMut, Registered, Stage, Written};

@@ -11,9 +11,10 @@
 
 use serde_json::Value;
 
-use crate::catalog::source::{Positions, escape_pointer};
+use crate::catalog::source::Positions;
 use crate::catalog::structure::{describe, readable_path};
 use crate::diag::Diagnostic;
+use crate::diag::escape_pointer;
 
 /// Keys whose plain values are prose or templates: a ` #word` in them is
 /// more likely part of the text than a comment.

@@ -154,8 +154,6 @@ fn pointer_key(pointer: &str) -> u64 {
     hasher.finish()
 }
 
-pub use crate::diag::escape_pointer;
-
 /// One parsed catalog file.
 #[derive(Debug, Clone)]
 pub struct ParsedFile {

@@ -24,7 +24,8 @@ use serde_json::{Map, Value};
 use crate::catalog::model::{
     CatalogFile, Includes, PromptSpec, ResourceSpec, ResourceTemplateSpec, ServerSpec, ToolSpec,
 };
-use crate::catalog::source::{ParsedFile, Positions, escape_pointer};
+use crate::catalog::source::{ParsedFile, Positions};
+use crate::diag::escape_pointer;
 use crate::diag::{Diagnostic, did_you_mean};
 pub use crate::diag::{readable_path, template_place};
 use crate::effect::block::{Build, LeftOut, Registered, Written};

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use serde_json::{Map, Value};
 
 use crate::catalog::assemble::Origin;
-use crate::catalog::source::escape_pointer;
+use crate::diag::escape_pointer;
 use crate::diag::{Location, readable_path};
 
 use super::{Builder, NoteMut};

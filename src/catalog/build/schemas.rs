@@ -105,7 +105,7 @@ impl Builder<'_> {
         }
         for (name, property) in properties.into_iter().flatten() {
             if let Value::Object(property) = property {
-                let below = format!("{pointer}/properties/{}", crate::catalog::source::escape_pointer(name));
+                let below = format!("{pointer}/properties/{}", crate::diag::escape_pointer(name));
                 self.check_required(property, origin, &below, key);
             }
         }

@@ -6,8 +6,9 @@ use std::fmt::Write as _;
 
 use serde_json::Value;
 
-use super::{Positions, escape_pointer};
+use super::Positions;
 use crate::diag::Diagnostic;
+use crate::diag::escape_pointer;
 
 /// Expands `${…}` in every string value of `value` (whose place is
 /// `pointer`), each problem a diagnostic at the value.

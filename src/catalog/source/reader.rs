@@ -7,7 +7,8 @@ use std::path::Path;
 
 use serde_json::{Map, Number, Value};
 
-use super::{MAX_LOCAL_TAGS, Mark, NodePosition, Positions, escape_pointer, narrow, pointer_key};
+use super::{MAX_LOCAL_TAGS, Mark, NodePosition, Positions, narrow, pointer_key};
+use crate::diag::escape_pointer;
 use crate::diag::{Diagnostic, Location};
 
 /// What a file may expand to through aliases, in the units of

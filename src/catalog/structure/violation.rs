@@ -6,7 +6,8 @@
 use serde_json::Value;
 
 use super::Findings;
-use crate::catalog::source::{Positions, escape_pointer};
+use crate::catalog::source::Positions;
+use crate::diag::escape_pointer;
 use crate::diag::{Diagnostic, did_you_mean, readable_path};
 
 /// Keys that people often write in snake_case where MCP uses camelCase.
