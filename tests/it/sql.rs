@@ -116,6 +116,56 @@ fn a_catalog_rejected_at_start_up_changes_no_database() {
     assert_eq!(files(&dir.0), before, "the database is byte-identical");
 }
 
+/// A setup that fails against the real database ends `carte serve` before
+/// anything is answered or bound, and is rolled back.
+#[test]
+fn a_setup_that_fails_at_start_up_serves_nothing() {
+    let dir = TempDir::new("sql-setup-fails");
+    shop_with_a_booking(&dir);
+    let (code, stderr) = carte(&dir.0, &["call", "catalog.yaml", "book", "room=Focus"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let before = files(&dir.0);
+    // Valid as far as loading can tell; the index cannot be built over two bookings of Focus.
+    let unique = "- CREATE UNIQUE INDEX IF NOT EXISTS one_per_room ON bookings (room)";
+    dir.write("catalog.yaml", &shop_with("", GOOD_COUNT, unique));
+
+    // Over stdio, with a client already asking.
+    let mut child = common::carte()
+        .args(["serve", "catalog.yaml"])
+        .current_dir(&dir.0)
+        .env_remove("CARTE_LOG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let initialize = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+    let mut stdin = child.stdin.take().unwrap();
+    let _ = std::io::Write::write_all(&mut stdin, format!("{initialize}\n").as_bytes());
+    let (mut out, mut err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
+    let readers = std::thread::spawn(move || {
+        let (mut stdout, mut stderr) = (String::new(), String::new());
+        let _ = out.read_to_string(&mut stdout);
+        let _ = err.read_to_string(&mut stderr);
+        (stdout, stderr)
+    });
+    let status = common::wait_bounded(&mut child, "carte serve");
+    drop(stdin);
+    let (stdout, stderr) = readers.join().unwrap();
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("UNIQUE constraint failed"), "{stderr}");
+    assert!(!stderr.contains("serving"), "not said to serve: {stderr}");
+    assert_eq!(stdout, "", "nothing answered");
+    assert_eq!(files(&dir.0), before, "the failed setup was rolled back");
+
+    // Over HTTP: refused before the port is bound.
+    let (code, stderr) = carte(&dir.0, &["serve", "--http", "127.0.0.1:0", "catalog.yaml"]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("UNIQUE constraint failed"), "{stderr}");
+    assert!(!stderr.contains("serving"), "neither the catalog nor a port served: {stderr}");
+    assert_eq!(files(&dir.0), before, "the failed setup was rolled back");
+}
+
 #[test]
 fn carte_check_changes_no_database_and_creates_none() {
     let dir = TempDir::new("sql-check");

@@ -77,6 +77,21 @@ fn a_probe_changes_no_byte_of_an_existing_file() {
 }
 
 #[test]
+fn a_new_database_is_created_in_wal_mode_without_a_rollback_journal() {
+    let scratch = tempfile::tempdir().unwrap();
+    let path = scratch.path().join("new.db");
+    let db = Database::new(Some(path.clone())).unwrap();
+    applied(&db, &["CREATE TABLE t (x)"]);
+    run(&db, "INSERT INTO t (x) VALUES (1)", DEFAULT_TIMEOUT).unwrap();
+    let names: Vec<String> = files(scratch.path()).into_iter().map(|(name, _)| name).collect();
+    assert_eq!(names, ["new.db", "new.db-shm", "new.db-wal"]);
+    let other = Connection::open(&path).unwrap();
+    let mode: String = other.query_row("PRAGMA journal_mode", [], |row| row.get(0)).unwrap();
+    assert_eq!(mode, "wal");
+    assert_eq!(other.query_row("SELECT x FROM t", [], |row| row.get::<_, i64>(0)).unwrap(), 1);
+}
+
+#[test]
 fn a_probe_of_a_missing_file_creates_nothing() {
     let scratch = tempfile::tempdir().unwrap();
     let dir = scratch.path();
