@@ -299,7 +299,11 @@ fn parse_expression(body: &str) -> Result<Part, String> {
 /// the language of each expression and why the Pike VM's priorities are the
 /// ambiguity rules.
 fn compile(parts: &[Part]) -> Result<PikeVM, String> {
-    let mut pattern = String::from(r"(?s)\A");
+    // Bytes, not characters (`-u`): a class compiles to a few byte ranges
+    // instead of a UTF-8 automaton (whose 10 000-entry cache the compiler
+    // builds and clears for each template); see `expression_pattern` for how
+    // a value still holds whole characters.
+    let mut pattern = String::from(r"(?s-u)\A");
     for part in parts {
         match part {
             Part::Literal(text) => pattern.push_str(&regex_syntax::escape(text)),
@@ -308,6 +312,7 @@ fn compile(parts: &[Part]) -> Result<PikeVM, String> {
     }
     pattern.push_str(r"\z");
     PikeVM::builder()
+        .syntax(regex_automata::util::syntax::Config::new().utf8(false))
         .thompson(thompson::Config::new().nfa_size_limit(Some(MAX_NFA_BYTES)))
         .build(&pattern)
         .map_err(|err| format!("the template is too complex to match ({err})"))
@@ -319,10 +324,15 @@ fn compile(parts: &[Part]) -> Result<PikeVM, String> {
 fn expression_pattern(operator: Operator, variables: &[String]) -> String {
     let syntax = operator.syntax();
     let separator = regex_syntax::escape(&syntax.separator.to_string());
-    // A value's characters; `item` also excludes the separator.
+    // One character of a value; `item` also excludes the separator. Matched
+    // as bytes: a byte that starts a character (not a UTF-8 continuation
+    // byte, 0x80–0xBF) and is not excluded (all excluded characters are
+    // ASCII), then its continuation bytes. Nothing a template matches
+    // starts with a continuation byte, so a value never ends inside a
+    // character.
     let class = |also: &str| {
         let excluded = format!("{}{also}", syntax.stop);
-        if excluded.is_empty() { ".".to_owned() } else { format!("[^{}]", regex_syntax::escape(&excluded)) }
+        format!(r"(?:[^{}\x80-\xBF][\x80-\xBF]*)", regex_syntax::escape(&excluded))
     };
     let body = if syntax.named {
         // Longest names first: a longer pair is tried before a shorter one.

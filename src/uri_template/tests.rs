@@ -74,6 +74,9 @@ fn tricky_cases_agree_with_the_backtracking_reference() {
         ("x://{a,b}{+x}", "x://1,2,3"),
         ("x://{.a,b}{/c,d}", "x://.1.2/3/4"),
         ("{+a}{#b}{&c}", "1#2&c=3#4"),
+        // Values are whole characters: `é` is two bytes, never split between values.
+        ("{+a}{b}", "=é"),
+        ("{a}{b}", "ü€"),
     ];
     for (source, uri) in cases {
         let t = UriTemplate::parse(source).unwrap();
@@ -81,6 +84,8 @@ fn tricky_cases_agree_with_the_backtracking_reference() {
     }
     let t = UriTemplate::parse("x://{;a,ab}{+x}").unwrap();
     assert_eq!(t.match_uri("x://;ab=1"), Ok(vars(&[("ab", ""), ("x", "1")])));
+    let t = UriTemplate::parse("{+a}{b}").unwrap();
+    assert_eq!(t.match_uri("=é"), Ok(vars(&[("a", "="), ("b", "é")])));
 }
 
 #[test]
