@@ -133,6 +133,15 @@ enum Slot {
     Value(String),
 }
 
+/// The pointer of `parent`'s child `token` (already escaped).
+fn child(parent: &str, token: &str) -> String {
+    let mut pointer = String::with_capacity(parent.len() + 1 + token.len());
+    pointer.push_str(parent);
+    pointer.push('/');
+    pointer.push_str(token);
+    pointer
+}
+
 impl Reader {
     fn new(file: &Path, text: &str) -> Reader {
         Reader {
@@ -155,9 +164,9 @@ impl Reader {
         let (pointer, key) = match self.stack.last_mut() {
             None => (String::new(), None),
             Some(Frame::Skipped { .. }) => return Slot::Key,
-            Some(Frame::Sequence { pointer, items, .. }) => (format!("{pointer}/{}", items.len()), None),
+            Some(Frame::Sequence { pointer, items, .. }) => (child(pointer, &items.len().to_string()), None),
             Some(Frame::Mapping { pointer, map, key, first, .. }) => match key {
-                Some((text, key_mark)) => (format!("{pointer}/{}", escape_pointer(text)), Some(*key_mark)),
+                Some((text, key_mark)) => (child(pointer, &escape_pointer(text)), Some(*key_mark)),
                 None => {
                     let text = key_text.unwrap_or("?").to_owned();
                     if map.contains_key(&text) {
@@ -168,8 +177,7 @@ impl Reader {
                     if std::mem::take(first) {
                         // A block mapping's own mark can sit after its first
                         // key; point at the first key, where a person sees it start.
-                        let mapping = pointer.clone();
-                        if let Some(node) = self.positions.nodes.get_mut(&pointer_key(&mapping)) {
+                        if let Some(node) = self.positions.nodes.get_mut(&pointer_key(pointer)) {
                             node.value = Mark { width: 1, ..mark };
                         }
                     }
