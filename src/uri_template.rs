@@ -324,15 +324,18 @@ fn compile(parts: &[Part]) -> Result<PikeVM, String> {
 fn expression_pattern(operator: Operator, variables: &[String]) -> String {
     let syntax = operator.syntax();
     let separator = regex_syntax::escape(&syntax.separator.to_string());
-    // One character of a value; `item` also excludes the separator. Matched
-    // as bytes: a byte that starts a character (not a UTF-8 continuation
-    // byte, 0x80–0xBF) and is not excluded (all excluded characters are
-    // ASCII), then its continuation bytes. Nothing a template matches
-    // starts with a continuation byte, so a value never ends inside a
-    // character.
+    // A value's bytes (`item` also excludes the separator; every excluded
+    // character is ASCII). A value ends inside no character: it cannot
+    // start with a UTF-8 continuation byte (0x80–0xBF, `first`), and what
+    // follows it — a literal, a prefix, another value — cannot either, so
+    // each way of splitting a URI is a way of splitting its characters.
     let class = |also: &str| {
         let excluded = format!("{}{also}", syntax.stop);
-        format!(r"(?:[^{}\x80-\xBF][\x80-\xBF]*)", regex_syntax::escape(&excluded))
+        if excluded.is_empty() { ".".to_owned() } else { format!("[^{}]", regex_syntax::escape(&excluded)) }
+    };
+    let first = |also: &str| {
+        let excluded = format!("{}{also}", syntax.stop);
+        format!(r"[^{}\x80-\xBF]", regex_syntax::escape(&excluded))
     };
     let body = if syntax.named {
         // Longest names first: a longer pair is tried before a shorter one.
@@ -343,13 +346,14 @@ fn expression_pattern(operator: Operator, variables: &[String]) -> String {
         let pair = format!("(?:{})(?:={item}*)?", names.join("|"));
         format!("{pair}(?:{separator}{pair})*")
     } else if variables.len() == 1 || syntax.stop.contains(syntax.separator) {
-        format!("{}+", class(""))
+        format!("{}{}*", first(""), class(""))
     } else {
         // Up to one value per variable, at least one character in all: either
         // the first value is not empty, or a separator follows it.
         let item = class(&syntax.separator.to_string());
+        let first = first(&syntax.separator.to_string());
         let more = variables.len() - 1;
-        format!("(?:{item}+(?:{separator}{item}*){{0,{more}}}|(?:{separator}{item}*){{1,{more}}})")
+        format!("(?:{first}{item}*(?:{separator}{item}*){{0,{more}}}|(?:{separator}{item}*){{1,{more}}})")
     };
     let expression = format!("{}({body})", regex_syntax::escape(syntax.prefix));
     if syntax.optional { format!("(?:{expression})??") } else { expression }
