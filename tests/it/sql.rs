@@ -6,9 +6,7 @@
 use crate::common;
 
 use std::collections::BTreeMap;
-use std::io::Read as _;
 use std::path::Path;
-use std::process::Stdio;
 use std::time::Duration;
 
 use common::{Server, TempDir, text};
@@ -77,23 +75,18 @@ impl std::fmt::Debug for Files {
 
 /// Runs `carte ARGS` in `dir` with no input; its exit code and stderr, within the timeout.
 fn carte(dir: &Path, args: &[&str]) -> (Option<i32>, String) {
-    let mut child = common::carte()
-        .args(args)
-        .current_dir(dir)
-        .env_remove("CARTE_LOG")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut pipe = child.stderr.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        let mut text = String::new();
-        let _ = pipe.read_to_string(&mut text);
-        text
-    });
-    let status = common::wait_bounded(&mut child, &format!("carte {args:?}"));
-    (status.code(), reader.join().unwrap())
+    let (code, _, stderr) = carte_given(dir, args, None);
+    (code, stderr)
+}
+
+/// Runs `carte ARGS` in `dir` with `input` on its stdin (then closed), if
+/// any; its exit code, stdout and stderr, within the timeout.
+fn carte_given(dir: &Path, args: &[&str], input: Option<&str>) -> (Option<i32>, String, String) {
+    let mut carte = common::carte();
+    carte.args(args).current_dir(dir).env_remove("CARTE_LOG");
+    let ran = common::run_given(&mut carte, input.map(str::as_bytes), &format!("carte {args:?}"), common::TIMEOUT);
+    let text = |bytes: Vec<u8>| String::from_utf8_lossy(&bytes).into_owned();
+    (ran.status.code(), text(ran.stdout), text(ran.stderr))
 }
 
 /// A shop database with one booking, written by the real binary and closed.
@@ -130,29 +123,9 @@ fn a_setup_that_fails_at_start_up_serves_nothing() {
     dir.write("catalog.yaml", &shop_with("", GOOD_COUNT, unique));
 
     // Over stdio, with a client already asking.
-    let mut child = common::carte()
-        .args(["serve", "catalog.yaml"])
-        .current_dir(&dir.0)
-        .env_remove("CARTE_LOG")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
     let initialize = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
-    let mut stdin = child.stdin.take().unwrap();
-    let _ = std::io::Write::write_all(&mut stdin, format!("{initialize}\n").as_bytes());
-    let (mut out, mut err) = (child.stdout.take().unwrap(), child.stderr.take().unwrap());
-    let readers = std::thread::spawn(move || {
-        let (mut stdout, mut stderr) = (String::new(), String::new());
-        let _ = out.read_to_string(&mut stdout);
-        let _ = err.read_to_string(&mut stderr);
-        (stdout, stderr)
-    });
-    let status = common::wait_bounded(&mut child, "carte serve");
-    drop(stdin);
-    let (stdout, stderr) = readers.join().unwrap();
-    assert_eq!(status.code(), Some(1), "{stderr}");
+    let (code, stdout, stderr) = carte_given(&dir.0, &["serve", "catalog.yaml"], Some(&format!("{initialize}\n")));
+    assert_eq!(code, Some(1), "{stderr}");
     assert!(stderr.contains("UNIQUE constraint failed"), "{stderr}");
     assert!(!stderr.contains("serving"), "not said to serve: {stderr}");
     assert_eq!(stdout, "", "nothing answered");

@@ -322,7 +322,16 @@ pub struct Ran {
 /// it runs (a large output cannot block it); killed, and the test failed
 /// naming `what`, after `limit`.
 pub fn run_to_end(command: &mut Command, what: &str, limit: Duration) -> Ran {
-    let mut child = command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    run_given(command, None, what, limit)
+}
+
+/// [`run_to_end`] with `input` written to its stdin (then closed), if any.
+pub fn run_given(command: &mut Command, input: Option<&[u8]>, what: &str, limit: Duration) -> Ran {
+    let stdin = if input.is_some() { Stdio::piped() } else { Stdio::null() };
+    let mut child = command.stdin(stdin).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    if let (Some(input), Some(mut stdin)) = (input, child.stdin.take()) {
+        let _ = std::io::Write::write_all(&mut stdin, input);
+    }
     let drain = |mut pipe: Box<dyn std::io::Read + Send>| {
         std::thread::spawn(move || {
             let mut bytes = Vec::new();
