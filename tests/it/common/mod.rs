@@ -329,9 +329,6 @@ pub fn run_to_end(command: &mut Command, what: &str, limit: Duration) -> Ran {
 pub fn run_given(command: &mut Command, input: Option<&[u8]>, what: &str, limit: Duration) -> Ran {
     let stdin = if input.is_some() { Stdio::piped() } else { Stdio::null() };
     let mut child = command.stdin(stdin).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-    if let (Some(input), Some(mut stdin)) = (input, child.stdin.take()) {
-        let _ = std::io::Write::write_all(&mut stdin, input);
-    }
     let drain = |mut pipe: Box<dyn std::io::Read + Send>| {
         std::thread::spawn(move || {
             let mut bytes = Vec::new();
@@ -341,6 +338,11 @@ pub fn run_given(command: &mut Command, input: Option<&[u8]>, what: &str, limit:
     };
     let stdout = drain(Box::new(child.stdout.take().unwrap()));
     let stderr = drain(Box::new(child.stderr.take().unwrap()));
+    // Written once both outputs are drained: a program that writes much
+    // before it reads its input cannot block on a full pipe meanwhile.
+    if let (Some(input), Some(mut stdin)) = (input, child.stdin.take()) {
+        let _ = std::io::Write::write_all(&mut stdin, input);
+    }
     let status = wait_within(&mut child, what, limit);
     Ran { status, stdout: stdout.join().unwrap(), stderr: stderr.join().unwrap() }
 }
