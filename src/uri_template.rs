@@ -329,14 +329,12 @@ fn expression_pattern(operator: Operator, variables: &[String]) -> String {
     // start with a UTF-8 continuation byte (0x80–0xBF, `first`), and what
     // follows it — a literal, a prefix, another value — cannot either, so
     // each way of splitting a URI is a way of splitting its characters.
-    let class = |also: &str| {
-        let excluded = format!("{}{also}", syntax.stop);
-        if excluded.is_empty() { ".".to_owned() } else { format!("[^{}]", regex_syntax::escape(&excluded)) }
+    let excluded = |also: &str| regex_syntax::escape(&format!("{}{also}", syntax.stop));
+    let class = |also: &str| match excluded(also) {
+        none if none.is_empty() => ".".to_owned(),
+        excluded => format!("[^{excluded}]"),
     };
-    let first = |also: &str| {
-        let excluded = format!("{}{also}", syntax.stop);
-        format!(r"[^{}\x80-\xBF]", regex_syntax::escape(&excluded))
-    };
+    let first = |also: &str| format!(r"[^{}\x80-\xBF]", excluded(also));
     let body = if syntax.named {
         // Longest names first: a longer pair is tried before a shorter one.
         let mut names: Vec<&String> = variables.iter().collect();
