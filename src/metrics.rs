@@ -14,6 +14,7 @@
 //! Names and buckets follow the MCP semantic conventions of OpenTelemetry
 //! (`mcp.server.operation.duration` → `mcp_server_operation_duration_seconds`).
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::{Arc, LazyLock, RwLock};
 use std::time::Duration;
@@ -231,7 +232,7 @@ struct Metrics {
     effects: Family<EffectLabels, Histogram, Buckets>,
     effect_errors: Family<EffectErrorLabels, Counter>,
     /// Tool names as labels, each allocated once.
-    tool_names: RwLock<HashMap<Box<str>, Arc<str>>>,
+    tool_names: RwLock<HashMap<Box<str>, Arc<str>, foldhash::fast::RandomState>>,
     unknown_tool: Arc<str>,
 }
 
@@ -310,9 +311,25 @@ pub fn tool_label(name: &str, known: bool) -> Arc<str> {
     names.entry(Box::from(name)).or_insert_with(|| Arc::from(name)).clone()
 }
 
+thread_local! {
+    /// The histogram of the last operation recorded on this thread, with its
+    /// labels: a thread answering the same call over and over finds it
+    /// without hashing the labels into the registry's map (every histogram
+    /// stays in the registry for the life of the process).
+    static LAST_OPERATION: RefCell<Option<(Operation, Histogram)>> = const { RefCell::new(None) };
+}
+
 /// Records one MCP operation that took `elapsed`.
 pub fn operation(labels: &Operation, elapsed: Duration) {
-    METRICS.operations.get_or_create(labels).observe(elapsed.as_secs_f64());
+    let seconds = elapsed.as_secs_f64();
+    LAST_OPERATION.with_borrow_mut(|last| match last {
+        Some((cached, histogram)) if cached == labels => histogram.observe(seconds),
+        _ => {
+            let histogram = METRICS.operations.get_or_create(labels).clone();
+            histogram.observe(seconds);
+            *last = Some((labels.clone(), histogram));
+        }
+    });
 }
 
 /// Records a session that lasted `elapsed`.

@@ -80,10 +80,15 @@ pub struct Catalog {
     pub inputs: Inputs,
     /// Its `examples:`, in file order (`carte test` runs them).
     pub examples: Vec<examples::Example>,
-    tool_index: HashMap<String, usize>,
-    prompt_index: HashMap<String, usize>,
-    resource_index: HashMap<String, usize>,
+    tool_index: Index,
+    prompt_index: Index,
+    resource_index: Index,
 }
+
+/// Where each tool, prompt or resource is by its name or URI: looked up on
+/// every request by what a client sent (never inserted into), with a fast
+/// hash rather than std's SipHash.
+pub(crate) type Index = HashMap<String, usize, foldhash::fast::RandomState>;
 
 /// The tool clients search with under `server.discovery: search`.
 pub const FIND_TOOLS: &str = "find_tools";
