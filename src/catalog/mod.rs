@@ -144,7 +144,13 @@ pub struct Tool {
     pub rate_limit: Option<rate_limit::RateLimit>,
     /// Listed from the start when clients search for tools (`pinned: true`).
     pub pinned: bool,
+    /// The arguments it takes if they are closed (see
+    /// [`Tool::closed_arguments`]), found on its first call.
+    pub(in crate::catalog) closed_to: std::sync::OnceLock<Option<ArgumentNames>>,
 }
+
+/// A tool's argument names, looked up on every call by what a client sent.
+pub type ArgumentNames = std::collections::HashSet<String, foldhash::fast::RandomState>;
 
 /// A tool's `task:`, checked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -174,20 +180,27 @@ impl Tool {
     /// lists `properties` and does not open `additionalProperties`. A call
     /// (by a client or `carte call`) with another is refused, naming it.
     pub fn closed_arguments(&self) -> bool {
-        let schema = self.wire.get("inputSchema");
-        let listed = schema.and_then(|s| s.get("properties")).is_some_and(Value::is_object);
-        let opened = schema.and_then(|s| s.get("additionalProperties")).is_some_and(|more| more != &Value::Bool(false));
-        listed && !opened
+        self.closed_to().is_some()
     }
 
     /// The first of `given` it does not take, if its arguments are closed
-    /// (see [`Tool::closed_arguments`]); allocates nothing.
+    /// (see [`Tool::closed_arguments`]); allocates nothing after the
+    /// tool's first call.
     pub fn undeclared_argument<'a>(&self, mut given: impl Iterator<Item = &'a str>) -> Option<&'a str> {
-        if !self.closed_arguments() {
-            return None;
-        }
-        let properties = self.wire.get("inputSchema")?.get("properties")?.as_object()?;
-        given.find(|name| !properties.contains_key(*name))
+        let names = self.closed_to()?;
+        given.find(|name| !names.contains(*name))
+    }
+
+    /// The arguments it takes, if they are closed: its schema's
+    /// `properties`, when it does not open `additionalProperties`.
+    fn closed_to(&self) -> Option<&ArgumentNames> {
+        let closed = || {
+            let schema = self.wire.get("inputSchema")?;
+            let opened = schema.get("additionalProperties").is_some_and(|more| more != &Value::Bool(false));
+            let properties = schema.get("properties")?.as_object().filter(|_| !opened)?;
+            Some(properties.keys().cloned().collect())
+        };
+        self.closed_to.get_or_init(closed).as_ref()
     }
 
     /// The arguments its `inputSchema` lists, in order.

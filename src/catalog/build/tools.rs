@@ -148,6 +148,7 @@ impl Builder<'_> {
             scopes,
             rate_limit,
             pinned: spec.pinned == Some(true),
+            closed_to: std::sync::OnceLock::new(),
         })
     }
 
