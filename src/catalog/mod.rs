@@ -88,7 +88,7 @@ pub struct Catalog {
 /// Where each tool, prompt or resource is by its name or URI: looked up on
 /// every request by what a client sent (never inserted into), with a fast
 /// hash rather than std's SipHash.
-pub(crate) type Index = HashMap<String, usize, foldhash::fast::RandomState>;
+type Index = HashMap<String, usize, foldhash::fast::RandomState>;
 
 /// The tool clients search with under `server.discovery: search`.
 pub const FIND_TOOLS: &str = "find_tools";
@@ -150,7 +150,7 @@ pub struct Tool {
 }
 
 /// A tool's argument names, looked up on every call by what a client sent.
-pub type ArgumentNames = std::collections::HashSet<String, foldhash::fast::RandomState>;
+type ArgumentNames = std::collections::HashSet<String, foldhash::fast::RandomState>;
 
 /// A tool's `task:`, checked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
