@@ -169,21 +169,75 @@ pub(super) fn quote_end(chars: &[char], i: usize, quote: char) -> Option<usize> 
 }
 
 /// Whether `text` may hold an unquoted template: a `{{`, `{%` or `{#` with
-/// nothing but spaces, `-`, `:`, `[`, `{` or `,` before it on its line. One
-/// pass over the bytes, so a file without any (the usual case) is not
-/// [`scan`]ned.
+/// nothing but spaces, `-`, `:`, `[`, `{` or `,` before it on its line,
+/// outside a block scalar. One pass over the lines, so a file without any
+/// (the usual case, templates in `|` blocks included) is not [`scan`]ned.
+/// It may say yes where [`scan`] finds nothing, never the other way round:
+/// a block scalar is only skipped when its header is plainly `key: |` or
+/// `- |` (indicators and a comment allowed), and only its lines indented
+/// past the key.
 pub(in crate::catalog::source) fn may_have_slips(text: &str) -> bool {
-    let bytes = text.as_bytes();
+    // While in a block scalar: the column its lines are indented past.
+    let mut block: Option<usize> = None;
+    for line in text.split('\n') {
+        let indent = line.len() - line.trim_start_matches(' ').len();
+        if line[indent..].trim_end_matches(['\r', ' ', '\t']).is_empty() {
+            continue;
+        }
+        if block.is_some_and(|owner| indent > owner) {
+            continue;
+        }
+        if line_may_slip(line) {
+            return true;
+        }
+        block = block_header(line, indent);
+    }
+    false
+}
+
+/// Whether a template on `line` starts a value (see [`may_have_slips`]).
+fn line_may_slip(line: &str) -> bool {
+    let bytes = line.as_bytes();
     let mut at = 0;
     while let Some(found) = bytes[at..].windows(2).position(|w| w[0] == b'{' && matches!(w[1], b'{' | b'%' | b'#')) {
         let idx = at + found;
         let before = bytes[..idx].iter().rev().find(|b| !matches!(b, b' ' | b'\t'));
-        if before.is_none_or(|b| matches!(b, b'\n' | b'-' | b':' | b'[' | b'{' | b',')) {
+        if before.is_none_or(|b| matches!(b, b'-' | b':' | b'[' | b'{' | b',')) {
             return true;
         }
         at = idx + 2;
     }
     false
+}
+
+/// If `line` (indented by `indent`) ends in a block scalar header, as in
+/// `key: |-` or `- >` (a ` #` comment may follow), the column its content
+/// is indented past: the key's, or the header's own for a list item (more
+/// than YAML asks, so no line outside the block is ever taken for inside).
+fn block_header(line: &str, indent: usize) -> Option<usize> {
+    if !line.bytes().any(|b| matches!(b, b'|' | b'>')) {
+        return None;
+    }
+    let mut column = indent;
+    let mut rest = &line[indent..];
+    while let Some(after) = rest.strip_prefix('-').filter(|after| after.starts_with([' ', '\t'])) {
+        let trimmed = after.trim_start_matches([' ', '\t']);
+        column += rest.len() - trimmed.len();
+        rest = trimmed;
+    }
+    let bytes = rest.as_bytes();
+    let value = match bytes.windows(2).rposition(|pair| pair == b": ") {
+        Some(idx) => &bytes[idx + 2..],
+        None => bytes,
+    };
+    let value = match value.windows(2).position(|pair| pair == b" #") {
+        Some(idx) => &value[..idx],
+        None => value,
+    };
+    let value = value.trim_ascii();
+    let header =
+        matches!(value.first(), Some(b'|' | b'>')) && value[1..].iter().all(|b| matches!(b, b'-' | b'+' | b'1'..=b'9'));
+    header.then_some(column)
 }
 
 /// Reads `text` line by line (see the module documentation); `keep_lines`
@@ -425,4 +479,69 @@ fn finish(mut info: LineInfo, state: &mut State, node_start: bool, last_plain: b
         state.plain_slip = None;
     }
     info
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{may_have_slips, scan};
+
+    #[test]
+    fn templates_inside_block_scalars_need_no_scan() {
+        let text = "tools:\n  - name: a\n    text: |-\n      {% if x %}{{ x }}{% endif -%}\n\n      {{ y }}\n    description: >\n      {{ z }}\n";
+        assert!(!may_have_slips(text));
+        assert!(scan(text, false).slips.is_empty());
+        // The shipped catalog loads without the scan at every start.
+        assert!(!may_have_slips(include_str!("../../../../catalogs/reservo.yaml")));
+    }
+
+    #[test]
+    fn a_template_starting_a_value_outside_a_block_is_scanned() {
+        for text in [
+            "text: {{ x }}\n",
+            "list: [a, {{ x }}]\n",
+            "- {% if a %}b{% endif %}\n",
+            "key:\n  {{ x }}\n",
+            // A block scalar ends where a line is no more indented than its key.
+            "- key: |\n    a\n  other: {{ x }}\n",
+            "a:\n  key: |\n    {{ fine }}\n  next: {{ x }}\n",
+            // Not plainly a header: the lines are not skipped.
+            "key: &anchor |\n  {{ x }}\n",
+            "key: \"a: |\"\nb: {{ x }}\n",
+        ] {
+            assert!(may_have_slips(text), "{text:?}");
+        }
+    }
+
+    /// The prefilter may say yes where the scanner finds nothing, never the
+    /// other way round: every catalog in the repository, and each with its
+    /// block scalars' first lines made into unquoted templates.
+    #[test]
+    fn the_prefilter_never_hides_a_slip_from_the_scanner() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut texts = Vec::new();
+        let mut dirs: Vec<_> = ["tests/catalogs", "catalogs", "examples"].iter().map(|dir| root.join(dir)).collect();
+        while let Some(dir) = dirs.pop() {
+            for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    dirs.push(path);
+                } else if path.extension().is_some_and(|ext| ext == "yaml" || ext == "yml") {
+                    texts.push(std::fs::read_to_string(&path).unwrap_or_default());
+                }
+            }
+        }
+        assert!(texts.len() > 100, "found {} catalogs", texts.len());
+        let mut checked = 0;
+        for text in &texts {
+            // Each `key: |` made into `key:` makes its lines a value the scanner reads.
+            let unblocked = text.replace(": |-\n", ":\n").replace(": |\n", ":\n").replace(": >\n", ":\n");
+            for text in [text.as_str(), unblocked.as_str()] {
+                if !scan(text, false).slips.is_empty() {
+                    checked += 1;
+                    assert!(may_have_slips(text), "the prefilter missed a slip in:\n{text}");
+                }
+            }
+        }
+        assert!(checked > 5, "only {checked} catalogs with slips");
+    }
 }
