@@ -16,7 +16,7 @@
 //!   at that edge is hidden too.
 
 use std::borrow::Cow;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 
 /// Secrets shorter than this many bytes are not redacted: `${PORT}` or
 /// `${DEBUG}` hold values (`8080`, `true`) that would blot out ordinary
@@ -28,9 +28,44 @@ pub const MIN_SECRET_BYTES: usize = 6;
 /// finds them all.
 struct Secrets {
     /// `(form, what replaces it)`: `${NAME}`, so a message still says
-    /// where the value came from.
+    /// where the value came from. Longest form first.
     pairs: Vec<(String, String)>,
-    finder: aho_corasick::AhoCorasick,
+    /// Built on the first long text redacted, not at each `remember`: a
+    /// start redacts only its short log lines, and building it was a
+    /// fiftieth of a start's work. `None` if the set is too large for the
+    /// automaton (then [`Secrets::replace_each`] does its work).
+    finder: OnceLock<Option<aho_corasick::AhoCorasick>>,
+}
+
+/// Up to this many bytes of text times forms of secrets, [`redact`] looks
+/// for each form in turn (a log line); past it, for all at once.
+const SHORT_WORK: usize = 16 * 1024;
+
+impl Secrets {
+    fn finder(&self) -> Option<&aho_corasick::AhoCorasick> {
+        self.finder
+            .get_or_init(|| {
+                // A contiguous NFA, not the DFA chosen by default for a few
+                // patterns: it builds in less than half the instructions.
+                let built = aho_corasick::AhoCorasick::builder()
+                    .match_kind(aho_corasick::MatchKind::LeftmostLongest)
+                    .kind(Some(aho_corasick::AhoCorasickKind::ContiguousNFA))
+                    .build(self.pairs.iter().map(|(form, _)| form));
+                built.map_err(|err| tracing::warn!("secrets are looked for one by one: {err}")).ok()
+            })
+            .as_ref()
+    }
+
+    /// `text` with every form replaced, longest first, one form at a time.
+    fn replace_each<'t>(&self, text: &'t str) -> Cow<'t, str> {
+        let mut out = Cow::Borrowed(text);
+        for (form, replacement) in &self.pairs {
+            if out.contains(form.as_str()) {
+                out = Cow::Owned(out.replace(form.as_str(), replacement));
+            }
+        }
+        out
+    }
 }
 
 /// The secrets of this process. Process-wide because the environment is:
@@ -58,18 +93,8 @@ pub fn remember(name: &str, value: &str) {
             pairs.push((form, replacement.clone()));
         }
     }
-    // A contiguous NFA, not the DFA chosen by default for a few patterns: it
-    // builds in less than half the instructions (at start-up, for each
-    // secret), and text is redacted on its way out (errors, logs), not per call.
-    let finder = aho_corasick::AhoCorasick::builder()
-        .match_kind(aho_corasick::MatchKind::LeftmostLongest)
-        .kind(Some(aho_corasick::AhoCorasickKind::ContiguousNFA))
-        .build(pairs.iter().map(|(form, _)| form));
-    match finder {
-        Ok(finder) => *guard = Some(Arc::new(Secrets { pairs, finder })),
-        // Only a pattern set too large for the automaton fails; keep the old set.
-        Err(err) => tracing::warn!("cannot track more secrets: {err}"),
-    }
+    pairs.sort_by_key(|(form, _)| std::cmp::Reverse(form.len()));
+    *guard = Some(Arc::new(Secrets { pairs, finder: OnceLock::new() }));
 }
 
 /// The forms of `value` that text leaving carte may carry, `value` first.
@@ -100,15 +125,19 @@ fn forms(value: &str) -> Vec<String> {
 }
 
 /// `text` with every form of every remembered secret replaced by
-/// `${NAME}`; borrowed when there is none in it. One pass over `text`,
+/// `${NAME}`; borrowed when there is none in it. A long text is read once,
 /// whatever the number of secrets.
 pub fn redact(text: &str) -> Cow<'_, str> {
     let Some(secrets) = current() else { return Cow::Borrowed(text) };
-    if !secrets.finder.is_match(text) {
+    if text.len().saturating_mul(secrets.pairs.len()) <= SHORT_WORK {
+        return secrets.replace_each(text);
+    }
+    let Some(finder) = secrets.finder() else { return secrets.replace_each(text) };
+    if !finder.is_match(text) {
         return Cow::Borrowed(text);
     }
     let replacements: Vec<&str> = secrets.pairs.iter().map(|(_, replacement)| replacement.as_str()).collect();
-    Cow::Owned(secrets.finder.replace_all(text, &replacements))
+    Cow::Owned(finder.replace_all(text, &replacements))
 }
 
 fn current() -> Option<Arc<Secrets>> {
@@ -227,6 +256,22 @@ mod tests {
     }
 
     #[test]
+    fn one_form_at_a_time_and_all_at_once_hide_the_same() {
+        let url = "https://Vault.Example.com:8443/v1/k/ey+s/";
+        let mut pairs: Vec<(String, String)> =
+            forms(url).into_iter().map(|form| (form, "${VAULT}".to_owned())).collect();
+        pairs.sort_by_key(|(form, _)| std::cmp::Reverse(form.len()));
+        let secrets = Secrets { pairs, finder: OnceLock::new() };
+        let text = "GET https://vault.example.com:8443/v1/k/ey+s/ failed; vault.example.com:8443 refused";
+        let automaton = secrets.finder().map(|finder| {
+            let replacements: Vec<&str> = secrets.pairs.iter().map(|(_, r)| r.as_str()).collect();
+            finder.replace_all(text, &replacements)
+        });
+        assert_eq!(secrets.replace_each(text), "GET ${VAULT} failed; ${VAULT} refused");
+        assert_eq!(automaton.as_deref(), Some("GET ${VAULT} failed; ${VAULT} refused"));
+    }
+
+    #[test]
     fn every_form_of_a_secret_is_hidden() {
         remember("SECRET_TEST_BASE", "https://Vault.Example.com:8443/v1/k/ey+s/");
         for text in [
@@ -239,7 +284,10 @@ mod tests {
             // Where it points, in a connection error.
             "tcp connect error: vault.example.com:8443: connection refused",
         ] {
+            // Short text is searched form by form, long text all at once.
+            let long = format!("{}{text}", " ".repeat(SHORT_WORK));
             let shown = redact(text);
+            assert_eq!(redact(&long).trim_start(), shown);
             assert!(!shown.to_lowercase().contains("vault.example"), "{text} -> {shown}");
             assert!(!shown.contains("ey+s") && !shown.contains("ey%2Bs"), "{text} -> {shown}");
             assert!(shown.contains("${SECRET_TEST_BASE}"), "{text} -> {shown}");
