@@ -9,6 +9,8 @@
 //! Runs once per file on its parsed value, its positions and its text; each
 //! value looked at costs the length of its line.
 
+use std::fmt::Write as _;
+
 use serde_json::Value;
 
 use crate::catalog::source::Positions;
@@ -88,7 +90,7 @@ impl Walk<'_, '_> {
             Value::Array(items) => {
                 for (idx, item) in items.iter().enumerate() {
                     let len = self.pointer.len();
-                    self.pointer.push_str(&format!("/{idx}"));
+                    let _ = write!(self.pointer, "/{idx}");
                     self.value(item, None);
                     self.pointer.truncate(len);
                 }
@@ -114,9 +116,10 @@ impl Walk<'_, '_> {
     }
 
     fn yaml_1_1_boolean(&mut self, text: &str) {
-        let meant = match text.to_ascii_lowercase().as_str() {
-            "yes" | "y" | "on" => "true",
-            "no" | "n" | "off" => "false",
+        let is = |word: &str| text.eq_ignore_ascii_case(word);
+        let meant = match () {
+            _ if is("yes") || is("y") || is("on") => "true",
+            _ if is("no") || is("n") || is("off") => "false",
             _ => return,
         };
         let Some((location, written)) = self.written() else { return };
