@@ -3,7 +3,9 @@
 //! `initialize`, then `tools/call get_quote` over and over — to say what
 //! carte's generality costs per call: server CPU µs, context switches,
 //! system calls, and the ratios (carte / ceiling). Also cold start (spawn →
-//! the `initialize` answer) and idle memory (VmRSS, VmHWM after `initialize`).
+//! the `initialize` answer; every session's start, and [`COLD_STARTS`] more
+//! starts of each server a round) and idle memory (VmRSS, VmHWM after
+//! `initialize`).
 //! Before measuring, both servers are asked the same requests (the tool list,
 //! every tool, refusals) and must answer alike.
 //!
@@ -51,6 +53,9 @@ use serde_json::Value;
 /// The call measured: the catalog's `get_quote`, and its answer.
 const PARAMS: &str = r#"{"name":"get_quote","arguments":{"room":"Focus","tier":"pro","hours":3}}"#;
 const EXPECT: &str = "Focus (pro), 3 h: 11250 cents";
+
+/// Starts of each server a round, besides its sessions (see `bench`).
+const COLD_STARTS: usize = 6;
 
 /// Requests in flight in the pipelined sessions (what a busy client keeps).
 const WINDOW: u64 = 16;
@@ -287,6 +292,16 @@ fn bench(options: &Options) -> Result<bool, String> {
                     let (full, base) = (full.syscalls.unwrap_or(0), base.syscalls.unwrap_or(0));
                     figures.syscalls[slot].push(per_call(full, base, n));
                 }
+            }
+        }
+        // Cold start is one spawn of a few milliseconds, the noisiest figure
+        // here: the servers also take turns just starting, a few times a round.
+        for _ in 0..COLD_STARTS {
+            for index in order {
+                let name = NAMES[index];
+                let (spec, stderr) = servers.spec(name)?;
+                let start = drive::run(&spec, &call, 0, 1, None, stderr).map_err(|err| format!("{name}: {err}"))?;
+                figures[index].cold_start_ms.push(start.cold_start.as_secs_f64() * 1e3);
             }
         }
         if !options.gate {
