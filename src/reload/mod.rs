@@ -88,6 +88,11 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) {
     let (changed, mut changes) = mpsc::unbounded_channel();
+    // Here, at once (this task is queued before serving's first one): a
+    // client that saves a file right after `initialize` has its writer
+    // waited for like any other (tests/it/reload.rs
+    // a_slow_writer_is_waited_for). Set up later, beside serving, the watch
+    // would miss that writer's open and load the file half-written.
     let mut watch = match options.watch {
         None => None,
         Some(mode) => match watch::Watch::new(mode, changed) {
