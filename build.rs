@@ -22,10 +22,6 @@ fn main() {
     let order = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").unwrap_or_default()).join("link/carte.order");
     println!("cargo::rustc-link-arg-bin=carte=-Wl,--symbol-ordering-file={}", order.display());
     println!("cargo::rustc-link-arg-bin=carte=-Wl,--no-warn-symbol-ordering");
-    // Relative relocations packed (DT_RELR, glibc ≥ 2.36): the loader reads a
-    // few KiB of bitmaps instead of 650 KiB of entries, one per pointer in
-    // the binary's data (see link/README.md).
-    println!("cargo::rustc-link-arg-bin=carte=-Wl,-z,pack-relative-relocs");
 }
 
 /// Whether the binary is linked by rustc's own LLD: x86_64 Linux with glibc,
