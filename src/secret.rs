@@ -37,8 +37,9 @@ struct Secrets {
     finder: OnceLock<Option<aho_corasick::AhoCorasick>>,
 }
 
-/// Up to this many bytes of text times forms of secrets, [`redact`] looks
-/// for each form in turn (a log line); past it, for all at once.
+/// Up to this many bytes of text times forms of secrets, and until a longer
+/// text has built the automaton, [`redact`] looks for each form in turn (a
+/// log line); past it, for all at once.
 const SHORT_WORK: usize = 16 * 1024;
 
 impl Secrets {
@@ -129,7 +130,8 @@ fn forms(value: &str) -> Vec<String> {
 /// whatever the number of secrets.
 pub fn redact(text: &str) -> Cow<'_, str> {
     let Some(secrets) = current() else { return Cow::Borrowed(text) };
-    if text.len().saturating_mul(secrets.pairs.len()) <= SHORT_WORK {
+    let built = secrets.finder.get().is_some();
+    if !built && text.len().saturating_mul(secrets.pairs.len()) <= SHORT_WORK {
         return secrets.replace_each(text);
     }
     let Some(finder) = secrets.finder() else { return secrets.replace_each(text) };
