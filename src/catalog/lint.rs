@@ -116,11 +116,13 @@ impl Walk<'_, '_> {
     }
 
     fn yaml_1_1_boolean(&mut self, text: &str) {
-        let is = |word: &str| text.eq_ignore_ascii_case(word);
-        let meant = match () {
-            _ if is("yes") || is("y") || is("on") => "true",
-            _ if is("no") || is("n") || is("off") => "false",
-            _ => return,
+        let any = |words: [&str; 3]| words.iter().any(|word| text.eq_ignore_ascii_case(word));
+        let meant = if any(["yes", "y", "on"]) {
+            "true"
+        } else if any(["no", "n", "off"]) {
+            "false"
+        } else {
+            return;
         };
         let Some((location, written)) = self.written() else { return };
         // Only where it is written as is: not quoted, not from `${VAR}`.
