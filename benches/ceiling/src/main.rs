@@ -262,17 +262,19 @@ fn bench(options: &Options) -> Result<bool, String> {
     let call = Call { params: PARAMS.to_owned(), expect: EXPECT.to_owned() };
     let n = options.requests;
     let mut figures = [Figures::default(), Figures::default()];
+    // One session of server `index`: `calls` calls, `window` in flight.
+    let session = |index: usize, calls: u64, window: u64, traced: bool| -> Result<Usage, String> {
+        let name = NAMES[index];
+        let (spec, stderr) = servers.spec(name)?;
+        let counts = stderr.with_extension("strace");
+        drive::run(&spec, &call, calls, window, traced.then_some(counts.as_path()), stderr)
+            .map_err(|err| format!("{name}: {err}"))
+    };
     for round in 0..options.rounds {
         // Turns: the ceiling first in even rounds, carte first in odd ones.
         let order = if round % 2 == 0 { [1, 0] } else { [0, 1] };
         for index in order {
-            let name = NAMES[index];
-            let session = |calls: u64, window: u64, traced: bool| -> Result<Usage, String> {
-                let (spec, stderr) = servers.spec(name)?;
-                let counts = stderr.with_extension("strace");
-                drive::run(&spec, &call, calls, window, traced.then_some(counts.as_path()), stderr)
-                    .map_err(|err| format!("{name}: {err}"))
-            };
+            let session = |calls: u64, window: u64, traced: bool| session(index, calls, window, traced);
             let figures = &mut figures[index];
             let base = session(0, 1, false)?;
             figures.cold_start_ms.push(base.cold_start.as_secs_f64() * 1e3);
@@ -298,9 +300,7 @@ fn bench(options: &Options) -> Result<bool, String> {
         // here: the servers also take turns just starting, a few times a round.
         for _ in 0..COLD_STARTS {
             for index in order {
-                let name = NAMES[index];
-                let (spec, stderr) = servers.spec(name)?;
-                let start = drive::run(&spec, &call, 0, 1, None, stderr).map_err(|err| format!("{name}: {err}"))?;
+                let start = session(index, 0, 1, false)?;
                 figures[index].cold_start_ms.push(start.cold_start.as_secs_f64() * 1e3);
             }
         }
