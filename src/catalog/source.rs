@@ -154,6 +154,12 @@ fn pointer_key(pointer: &str) -> u64 {
     foldhash::quality::FixedState::default().hash_one(pointer)
 }
 
+/// Whether `token` is a block scalar's header: `|` or `>`, then at most an
+/// indentation digit and a chomping sign (`|-`, `>+`, `|2`, `>2-`).
+pub(in crate::catalog) fn is_block_header(token: &str) -> bool {
+    token.starts_with(['|', '>']) && token.len() <= 3 && token[1..].chars().all(|c| matches!(c, '+' | '-' | '1'..='9'))
+}
+
 /// One parsed catalog file.
 #[derive(Debug, Clone)]
 pub struct ParsedFile {

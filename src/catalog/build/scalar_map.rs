@@ -84,9 +84,7 @@ fn block_header_before(lines: &[&str], line: usize) -> Option<(usize, usize)> {
             let content = content.trim_end();
             let token_start = content.rfind([' ', '\t']).map_or(0, |i| i + 1);
             let token = &content[token_start..];
-            let header = token.starts_with(['|', '>'])
-                && token.len() <= 3
-                && token[1..].chars().all(|c| matches!(c, '+' | '-' | '1'..='9'));
+            let header = crate::catalog::source::is_block_header(token);
             return header.then(|| (above, content[..token_start].chars().count()));
         }
         above -= 1;

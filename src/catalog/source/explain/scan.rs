@@ -225,19 +225,18 @@ fn block_header(line: &str, indent: usize) -> Option<usize> {
         column += rest.len() - trimmed.len();
         rest = trimmed;
     }
-    let bytes = rest.as_bytes();
-    let value = match bytes.windows(2).rposition(|pair| pair == b": ") {
-        Some(idx) => &bytes[idx + 2..],
-        None => bytes,
+    // Found as bytes, not with `str::find`, whose searcher costs more to set
+    // up than these short lines take to walk; both are ASCII, so the cuts
+    // fall between characters.
+    let value = match rest.as_bytes().windows(2).rposition(|pair| pair == b": ") {
+        Some(idx) => &rest[idx + 2..],
+        None => rest,
     };
-    let value = match value.windows(2).position(|pair| pair == b" #") {
+    let value = match value.as_bytes().windows(2).position(|pair| pair == b" #") {
         Some(idx) => &value[..idx],
         None => value,
     };
-    let value = value.trim_ascii();
-    let header =
-        matches!(value.first(), Some(b'|' | b'>')) && value[1..].iter().all(|b| matches!(b, b'-' | b'+' | b'1'..=b'9'));
-    header.then_some(column)
+    crate::catalog::source::is_block_header(value.trim_ascii()).then_some(column)
 }
 
 /// Reads `text` line by line (see the module documentation); `keep_lines`
