@@ -43,6 +43,12 @@ struct Secrets {
 const SHORT_WORK: usize = 16 * 1024;
 
 impl Secrets {
+    /// The secrets with these `(form, replacement)` pairs, longest form first.
+    fn new(mut pairs: Vec<(String, String)>) -> Secrets {
+        pairs.sort_by_key(|(form, _)| std::cmp::Reverse(form.len()));
+        Secrets { pairs, finder: OnceLock::new() }
+    }
+
     fn finder(&self) -> Option<&aho_corasick::AhoCorasick> {
         self.finder
             .get_or_init(|| {
@@ -55,6 +61,16 @@ impl Secrets {
                 built.map_err(|err| tracing::warn!("secrets are looked for one by one: {err}")).ok()
             })
             .as_ref()
+    }
+
+    /// `text` with every form replaced, all at once by `finder` (built from
+    /// these pairs).
+    fn replace_at_once<'t>(&self, finder: &aho_corasick::AhoCorasick, text: &'t str) -> Cow<'t, str> {
+        if !finder.is_match(text) {
+            return Cow::Borrowed(text);
+        }
+        let replacements: Vec<&str> = self.pairs.iter().map(|(_, replacement)| replacement.as_str()).collect();
+        Cow::Owned(finder.replace_all(text, &replacements))
     }
 
     /// `text` with every form replaced, longest first, one form at a time.
@@ -94,8 +110,7 @@ pub fn remember(name: &str, value: &str) {
             pairs.push((form, replacement.clone()));
         }
     }
-    pairs.sort_by_key(|(form, _)| std::cmp::Reverse(form.len()));
-    *guard = Some(Arc::new(Secrets { pairs, finder: OnceLock::new() }));
+    *guard = Some(Arc::new(Secrets::new(pairs)));
 }
 
 /// The forms of `value` that text leaving carte may carry, `value` first.
@@ -134,12 +149,10 @@ pub fn redact(text: &str) -> Cow<'_, str> {
     if !built && text.len().saturating_mul(secrets.pairs.len()) <= SHORT_WORK {
         return secrets.replace_each(text);
     }
-    let Some(finder) = secrets.finder() else { return secrets.replace_each(text) };
-    if !finder.is_match(text) {
-        return Cow::Borrowed(text);
+    match secrets.finder() {
+        Some(finder) => secrets.replace_at_once(finder, text),
+        None => secrets.replace_each(text),
     }
-    let replacements: Vec<&str> = secrets.pairs.iter().map(|(_, replacement)| replacement.as_str()).collect();
-    Cow::Owned(finder.replace_all(text, &replacements))
 }
 
 fn current() -> Option<Arc<Secrets>> {
@@ -260,15 +273,9 @@ mod tests {
     #[test]
     fn one_form_at_a_time_and_all_at_once_hide_the_same() {
         let url = "https://Vault.Example.com:8443/v1/k/ey+s/";
-        let mut pairs: Vec<(String, String)> =
-            forms(url).into_iter().map(|form| (form, "${VAULT}".to_owned())).collect();
-        pairs.sort_by_key(|(form, _)| std::cmp::Reverse(form.len()));
-        let secrets = Secrets { pairs, finder: OnceLock::new() };
+        let secrets = Secrets::new(forms(url).into_iter().map(|form| (form, "${VAULT}".to_owned())).collect());
         let text = "GET https://vault.example.com:8443/v1/k/ey+s/ failed; vault.example.com:8443 refused";
-        let automaton = secrets.finder().map(|finder| {
-            let replacements: Vec<&str> = secrets.pairs.iter().map(|(_, r)| r.as_str()).collect();
-            finder.replace_all(text, &replacements)
-        });
+        let automaton = secrets.finder().map(|finder| secrets.replace_at_once(finder, text));
         assert_eq!(secrets.replace_each(text), "GET ${VAULT} failed; ${VAULT} refused");
         assert_eq!(automaton.as_deref(), Some("GET ${VAULT} failed; ${VAULT} refused"));
     }
