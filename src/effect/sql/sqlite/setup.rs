@@ -144,8 +144,9 @@ pub fn apply_setup(plans: &[SetupPlan<'_>]) -> Result<(), SetupFailure> {
             continue;
         }
         let Some(connection) = entry.guard.as_mut() else { continue };
-        connection.execute_batch("BEGIN IMMEDIATE").map_err(|err| fail(None, err.to_string()))?;
+        connection.execute_batch(SETUP_SYNC).map_err(|err| fail(None, err.to_string()))?;
         entry.begun = true;
+        connection.execute_batch("BEGIN IMMEDIATE").map_err(|err| fail(None, err.to_string()))?;
         for (s_idx, statement) in plan.statements.iter().enumerate() {
             bounded(connection, Instant::now() + plan.timeout, None, |connection| connection.execute_batch(statement))
                 .map_err(|err| SetupFailure {
@@ -161,6 +162,20 @@ pub fn apply_setup(plans: &[SetupPlan<'_>]) -> Result<(), SetupFailure> {
     }
     Ok(())
 }
+
+/// `setup` (with the new migrations) is committed without waiting for the
+/// disk: it runs again at every start, so a power cut that loses its commit
+/// loses nothing the next start does not do again. In WAL mode `NORMAL` keeps
+/// the database consistent (the commit is whole or absent, never half), and
+/// the first commit a client's call makes with [`SERVING_SYNC`] syncs the log
+/// up to it, setup's frames with it. A start then waits for no `fsync` (three
+/// for a new database: the log's header, its folder, the commit; about a
+/// millisecond of a start).
+const SETUP_SYNC: &str = "PRAGMA synchronous = NORMAL";
+
+/// SQLite's default, with which every call's commit is on disk before it
+/// answers.
+const SERVING_SYNC: &str = "PRAGMA synchronous = FULL";
 
 /// A database whose setup ran in a transaction not yet committed; dropped
 /// uncommitted, it rolls back (and removes a file it created).
@@ -179,6 +194,7 @@ impl Pending<'_> {
             && self.begun
         {
             connection.execute_batch("COMMIT").map_err(|err| err.to_string())?;
+            connection.execute_batch(SERVING_SYNC).map_err(|err| err.to_string())?;
         }
         self.begun = false;
         self.created = false;
@@ -191,7 +207,7 @@ impl Drop for Pending<'_> {
     fn drop(&mut self) {
         if self.begun
             && let Some(connection) = self.guard.as_mut()
-            && let Err(err) = connection.execute_batch("ROLLBACK")
+            && let Err(err) = connection.execute_batch("ROLLBACK").and_then(|()| connection.execute_batch(SERVING_SYNC))
         {
             tracing::warn!("rolling back a failed setup: {err}");
         }
@@ -210,9 +226,10 @@ impl Drop for Pending<'_> {
 /// nothing to roll back to) that transaction runs without a journal: one
 /// write and one `fsync` instead of creating, syncing twice, and deleting a
 /// `-journal` file and syncing the folder — a third of a new database's
-/// start-up. A crash in that one write leaves an empty database unreadable,
-/// never data lost (there is none yet); `setup` itself, and every later
-/// transaction, runs in WAL mode with SQLite's full syncing.
+/// start-up — and without waiting for the disk: a crash in that one write
+/// leaves an empty database unreadable, never data lost (there is none yet).
+/// `setup` itself runs in WAL mode with [`SETUP_SYNC`], every later
+/// transaction with SQLite's full syncing.
 pub(super) fn open(path: Option<&Path>, created: bool) -> Result<Connection, String> {
     let connection = match path {
         Some(path) => Connection::open_with_flags(
@@ -230,9 +247,13 @@ pub(super) fn open(path: Option<&Path>, created: bool) -> Result<Connection, Str
                 .map_err(|err| err.to_string())
         };
         if created {
+            connection.execute_batch("PRAGMA synchronous = OFF").map_err(|err| err.to_string())?;
             mode("OFF")?;
         }
         mode("WAL")?;
+        if created {
+            connection.execute_batch(SERVING_SYNC).map_err(|err| err.to_string())?;
+        }
     }
     Ok(connection)
 }

@@ -92,6 +92,21 @@ fn a_new_database_is_created_in_wal_mode_without_a_rollback_journal() {
 }
 
 #[test]
+fn calls_wait_for_the_disk_after_a_setup_that_did_not() {
+    let scratch = tempfile::tempdir().unwrap();
+    let db = Database::new(Some(scratch.path().join("new.db"))).unwrap();
+    let synchronous = |db: &Database| -> i64 {
+        lock(&db.connection).as_ref().unwrap().query_row("PRAGMA synchronous", [], |row| row.get(0)).unwrap()
+    };
+    applied(&db, &["CREATE TABLE t (x)"]);
+    assert_eq!(synchronous(&db), 2, "FULL after a setup committed");
+    let failing = ["CREATE TABLE u (x)".to_owned(), "NOT SQL".to_owned()];
+    assert!(apply_setup(&[SetupPlan { database: &db, statements: &failing, timeout: DEFAULT_TIMEOUT }]).is_err());
+    assert_eq!(synchronous(&db), 2, "FULL after a setup rolled back");
+    run(&db, "INSERT INTO t (x) VALUES (1)", DEFAULT_TIMEOUT).unwrap();
+}
+
+#[test]
 fn a_probe_of_a_missing_file_creates_nothing() {
     let scratch = tempfile::tempdir().unwrap();
     let dir = scratch.path();
