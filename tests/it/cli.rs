@@ -1,7 +1,7 @@
 //! The command line as a catalog author uses it: `carte prompt` and `carte
 //! call` with misspelled or missing arguments, `carte complete`, a templated
 //! `sleep` step, `--http` with a host name or a mistake, and what a client's
-//! disconnect logs.
+//! disconnect logs, and how the binary reserves memory.
 
 use crate::common;
 
@@ -510,4 +510,22 @@ fn a_prompt_argument_outside_its_values_is_the_callers_mistake_and_named() {
     assert!(message.contains("`data.rooms[...]` is undefined"), "{message}");
     let fine = server.result("prompts/get", serde_json::json!({"name": "plan", "arguments": {"room": "Focus"}}));
     assert_eq!(fine["messages"][0]["content"]["text"], "Plan Focus at 2500 cents");
+}
+
+#[test]
+fn memory_is_reserved_in_arenas_of_64_mib_unless_the_environment_says() {
+    let reserved = |env: &[(&str, &str)]| -> String {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_carte"))
+            .arg("--version")
+            .env("MIMALLOC_VERBOSE", "1")
+            .envs(env.iter().copied())
+            .output()
+            .unwrap();
+        assert!(output.status.success());
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        stderr.lines().find(|line| line.contains("reserved")).map(str::to_owned).unwrap_or(stderr)
+    };
+    assert!(reserved(&[]).ends_with("reserved 65536 KiB memory"), "{}", reserved(&[]));
+    let asked = reserved(&[("MIMALLOC_ARENA_RESERVE", "128MiB")]);
+    assert!(asked.ends_with("reserved 131072 KiB memory"), "{asked}");
 }
