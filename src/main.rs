@@ -344,6 +344,7 @@ fn serve(
         Option<carte::audit::AuditLog>,
     ),
 ) -> anyhow::Result<ExitCode> {
+    let watching = reload::Watching::start(&options);
     let Some(snapshot) = load_or_report(path) else { return Ok(ExitCode::from(1)) };
     if let Some(name) = &toolset
         && !snapshot.catalog.toolsets.contains_key(name)
@@ -398,7 +399,13 @@ fn serve(
     let runtime = if http.is_some() { http_runtime()? } else { runtime()? };
     let stopping = shared.clone();
     let served = runtime.block_on(async {
-        tokio::spawn(reload::run(path.to_path_buf(), shared.clone(), inputs, options, std::future::pending()));
+        tokio::spawn(reload::run(
+            path.to_path_buf(),
+            shared.clone(),
+            (inputs, options),
+            watching,
+            std::future::pending(),
+        ));
         match http {
             Some(mut http) => {
                 if preview {

@@ -77,49 +77,52 @@ enum Outcome {
     Invalid { diagnostics: Vec<diag::Diagnostic> },
 }
 
-/// Reloads `root` into `shared` whenever its files change or SIGHUP
-/// arrives, until `shutdown` completes. `inputs` are those of the catalog
-/// being served.
+/// The watch on a catalog's files, started before the catalog's first load
+/// (its thread starts while the catalog loads); [`run`] names what to watch.
+pub struct Watching {
+    watch: Option<watch::Watch>,
+    changes: mpsc::UnboundedReceiver<()>,
+}
+
+impl Watching {
+    /// Starts watching nothing yet, as `options` say (`None`: no watch).
+    pub fn start(options: &Options) -> Watching {
+        let (changed, changes) = mpsc::unbounded_channel();
+        let watch = options.watch.and_then(|mode| {
+            watch::Watch::new(mode, changed)
+                .map_err(|err| tracing::error!("cannot watch the catalog's files ({err}); reload with SIGHUP instead"))
+                .ok()
+        });
+        Watching { watch, changes }
+    }
+}
+
+/// Reloads `root` into `shared` whenever its files change (as `watching`
+/// sees them) or SIGHUP arrives, until `shutdown` completes. `inputs` are
+/// those of the catalog being served.
 pub async fn run(
     root: PathBuf,
     shared: Arc<Shared>,
-    inputs: Inputs,
-    options: Options,
+    (inputs, options): (Inputs, Options),
+    watching: Watching,
     shutdown: impl Future<Output = ()>,
 ) {
-    let (changed, mut changes) = mpsc::unbounded_channel();
+    let Watching { mut watch, mut changes } = watching;
     // Here, at once (this task is queued before serving's first one): a
     // client that saves a file right after `initialize` has its writer
     // waited for like any other (tests/it/reload.rs
     // a_slow_writer_is_waited_for). Set up later, beside serving, the watch
     // would miss that writer's open and load the file half-written.
-    let mut watch = match options.watch {
-        None => None,
-        Some(mode) => match watch::Watch::new(mode, changed) {
-            Ok(watch) => Some(watch),
-            Err(err) => {
-                tracing::error!("cannot watch the catalog's files ({err}); reload with SIGHUP instead");
-                None
-            }
-        },
-    };
     let mut served_inputs = inputs;
     if let Some(watch) = &mut watch {
         watch.follow(&served_inputs);
     }
     let writers = watch.as_ref().map(watch::Watch::writers);
     // A save during the start-up load is older than the watch: look for one.
-    let mut stale = false;
-    if watch.is_some() {
-        let inputs = served_inputs.clone();
-        stale = match tokio::task::spawn_blocking(move || inputs.changed().is_some()).await {
-            Ok(changed) => changed,
-            // The runtime is shutting down (a start-up that failed after the
-            // load, such as a port in use): nothing to reload.
-            Err(err) if err.is_cancelled() => return,
-            Err(_) => true,
-        };
-    }
+    // On this thread: the few files the load has just read, from the page
+    // cache, cost less to read again than a thread of the blocking pool to
+    // start.
+    let mut stale = watch.is_some() && served_inputs.changed().is_some();
     let mut hangup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
         .map_err(|err| tracing::warn!("SIGHUP will not reload: {err}"))
         .ok();
