@@ -138,15 +138,23 @@ pub fn apply_setup(plans: &[SetupPlan<'_>]) -> Result<(), SetupFailure> {
             }
             *guard = Some(connection?);
         }
-        let mut entry =
-            Pending { plan: idx, guard, database: plan.database, statements: plan.statements, created, begun: false };
+        let mut entry = Pending {
+            plan: idx,
+            guard,
+            database: plan.database,
+            statements: plan.statements,
+            created,
+            begun: false,
+            relaxed: false,
+        };
         if plan.database.applied().as_deref() == Some(plan.statements) {
             continue;
         }
         let Some(connection) = entry.guard.as_mut() else { continue };
         connection.execute_batch(SETUP_SYNC).map_err(|err| fail(None, err.to_string()))?;
-        entry.begun = true;
+        entry.relaxed = true;
         connection.execute_batch("BEGIN IMMEDIATE").map_err(|err| fail(None, err.to_string()))?;
+        entry.begun = true;
         for (s_idx, statement) in plan.statements.iter().enumerate() {
             bounded(connection, Instant::now() + plan.timeout, None, |connection| connection.execute_batch(statement))
                 .map_err(|err| SetupFailure {
@@ -186,6 +194,9 @@ struct Pending<'a> {
     statements: &'a [String],
     created: bool,
     begun: bool,
+    /// Committing without waiting for the disk ([`SETUP_SYNC`]) until
+    /// committed or rolled back.
+    relaxed: bool,
 }
 
 impl Pending<'_> {
@@ -194,9 +205,14 @@ impl Pending<'_> {
             && self.begun
         {
             connection.execute_batch("COMMIT").map_err(|err| err.to_string())?;
-            connection.execute_batch(SERVING_SYNC).map_err(|err| err.to_string())?;
         }
         self.begun = false;
+        if let Some(connection) = self.guard.as_mut()
+            && self.relaxed
+        {
+            connection.execute_batch(SERVING_SYNC).map_err(|err| err.to_string())?;
+        }
+        self.relaxed = false;
         self.created = false;
         *lock(&self.database.applied) = Some(self.statements.to_vec());
         Ok(())
@@ -207,9 +223,15 @@ impl Drop for Pending<'_> {
     fn drop(&mut self) {
         if self.begun
             && let Some(connection) = self.guard.as_mut()
-            && let Err(err) = connection.execute_batch("ROLLBACK").and_then(|()| connection.execute_batch(SERVING_SYNC))
+            && let Err(err) = connection.execute_batch("ROLLBACK")
         {
             tracing::warn!("rolling back a failed setup: {err}");
+        }
+        if self.relaxed
+            && let Some(connection) = self.guard.as_mut()
+            && let Err(err) = connection.execute_batch(SERVING_SYNC)
+        {
+            tracing::warn!("syncing fully again after a failed setup: {err}");
         }
         if self.created {
             *self.guard = None;
