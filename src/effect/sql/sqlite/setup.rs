@@ -176,9 +176,10 @@ pub fn apply_setup(plans: &[SetupPlan<'_>]) -> Result<(), SetupFailure> {
 /// loses nothing the next start does not do again. In WAL mode `NORMAL` keeps
 /// the database consistent (the commit is whole or absent, never half), and
 /// the first commit a client's call makes with [`SERVING_SYNC`] syncs the log
-/// up to it, setup's frames with it. A start then waits for no `fsync` (three
-/// for a new database: the log's header, its folder, the commit; about a
-/// millisecond of a start).
+/// up to it, setup's frames with it. A new database's start then waits for
+/// two `fsync`s instead of four: SQLite still syncs the new log's header and
+/// its folder, no longer the commit (nor, see [`open`], the empty file's
+/// first page).
 const SETUP_SYNC: &str = "PRAGMA synchronous = NORMAL";
 
 /// SQLite's default, with which every call's commit is on disk before it
