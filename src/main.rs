@@ -402,7 +402,8 @@ fn serve(
         tokio::spawn(reload::run(
             path.to_path_buf(),
             shared.clone(),
-            (inputs, options),
+            inputs,
+            options,
             watching,
             std::future::pending(),
         ));

@@ -103,7 +103,8 @@ impl Watching {
 pub async fn run(
     root: PathBuf,
     shared: Arc<Shared>,
-    (inputs, options): (Inputs, Options),
+    inputs: Inputs,
+    options: Options,
     watching: Watching,
     shutdown: impl Future<Output = ()>,
 ) {
