@@ -101,7 +101,9 @@ async fn run_steps(
     }
     let what = format!("tool `{}`", tool.name);
     let owner = steps::Owner { catalog, what: &what };
-    match steps::run(owner, &tool.steps, context, client, resume, stop_before).await {
+    // Boxed: most tools have no steps, and a call carries the size of every
+    // future it may await.
+    match Box::pin(steps::run(owner, &tool.steps, context, client, resume, stop_before)).await {
         Ok(resume) => Ok(Ok(resume)),
         Err(steps::Stopped::Cancelled) => Err(Halted::Cancelled),
         Err(steps::Stopped::Failed(message)) => Ok(Err(ToolOutcome::error(message))),
@@ -208,27 +210,28 @@ async fn finish(
     };
     let call = Running { catalog: Arc::clone(catalog), variables: crate::render::scope(context.clone()), client };
     let started = std::time::Instant::now();
-    let outcome = effect
-        .run(&call, arguments, |output| {
-            let (mut context, mut effect_result) = (context, None);
-            let changed = output.changed;
-            for (name, value) in output.variables {
-                context.insert(name, crate::render::to_value(&value));
-                effect_result = Some(value);
+    // Boxed: an effect's future (a transaction, a request) is kilobytes that a
+    // tool without one would otherwise carry through every call.
+    let outcome = Box::pin(effect.run(&call, arguments, |output| {
+        let (mut context, mut effect_result) = (context, None);
+        let changed = output.changed;
+        for (name, value) in output.variables {
+            context.insert(name, crate::render::to_value(&value));
+            effect_result = Some(value);
+        }
+        async move {
+            let mut outcome = render_outcome(catalog, tool, context, effect_result, client).await;
+            if outcome.is_error {
+                return Err(outcome);
             }
-            async move {
-                let mut outcome = render_outcome(catalog, tool, context, effect_result, client).await;
-                if outcome.is_error {
-                    return Err(outcome);
-                }
-                // What the model reading the result must know (e.g. rows were left out).
-                outcome.blocks.extend(output.notice.map(Output::Text));
-                // `Ok` commits the effect's work: from then on, it changed this database.
-                outcome.changed = changed;
-                Ok(outcome)
-            }
-        })
-        .await;
+            // What the model reading the result must know (e.g. rows were left out).
+            outcome.blocks.extend(output.notice.map(Output::Text));
+            // `Ok` commits the effect's work: from then on, it changed this database.
+            outcome.changed = changed;
+            Ok(outcome)
+        }
+    }))
+    .await;
     metrics::effect(effect.key(), started.elapsed(), outcome.as_ref().err().map(Failure::error));
     match outcome {
         Ok(outcome) => outcome,

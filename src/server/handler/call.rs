@@ -114,10 +114,12 @@ impl Handler {
         request: &CallToolRequestParams,
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        // The rarer ways (search, tasks) are boxed where they are taken: every
+        // call's future is as large as its largest way.
         let _in_flight = self.shared.calls.start();
         let snapshot = self.view()?;
         if snapshot.catalog.server.search && request.name == crate::catalog::FIND_TOOLS {
-            return self.find_tools(request, context).await;
+            return Box::pin(self.find_tools(request, context)).await;
         }
         let started = Instant::now();
         let binding = Binding { method: "tools/call", name: &request.name, arguments: request.arguments.as_ref() };
@@ -148,7 +150,7 @@ impl Handler {
                     resume,
                     caller: caller(context).cloned(),
                 };
-                return match self.shared.tasks.start(&self.shared, call).await? {
+                return match Box::pin(self.shared.tasks.start(&self.shared, call)).await? {
                     Asked::Done(response) => Ok(response),
                     Asked::Input(asked) => Ok(self.input_required(&binding, asked)?.into()),
                 };
